@@ -143,3 +143,64 @@ async def test_a_delegating_store_wraps_a_store_closed_by_aclose_alone() -> None
         assert (await agent.ask("hi")).reason.kind == "completed"
     with pytest.raises(retinue.StoreError):
         await inner.exists("a")
+
+
+def _unchecked(store: object) -> Any:
+    """*store*, for the type checker a store: the runtime is to find out what is wrong with it."""
+    return store
+
+
+class _WatchingExists(DelegatingStore):
+    """Answers ``exists`` itself, never asking the store it wraps."""
+
+    async def exists(self, session_id: str) -> bool:
+        await trio.lowlevel.checkpoint()
+        return False
+
+
+@pytest.mark.parametrize(
+    ("store", "inner", "problem"),
+    [
+        (
+            DelegatingStore(_unchecked(_StoreWithoutExists())),
+            "_StoreWithoutExists",
+            "no method exists",
+        ),
+        (
+            DelegatingStore(_unchecked(_StoreAttachingAsync())),
+            "_StoreAttachingAsync",
+            "attach_new is async.*",
+        ),
+        (
+            DelegatingStore(_unchecked(DelegatingStore(_unchecked(_StoreWithoutExists())))),
+            "_StoreWithoutExists",
+            "no method exists",
+        ),
+        (DelegatingStore(_unchecked(object())), "object", "no session store"),
+        (DelegatingStore(_unchecked(_StoreWithoutClose())), "_StoreWithoutClose", "no aclose.*"),
+    ],
+    ids=["no-exists", "async-attach", "wrapped-twice", "no-store", "no-aclose"],
+)
+async def test_open_runtime_refuses_a_delegating_store_by_the_store_it_wraps(
+    store: Any, inner: str, problem: str
+) -> None:
+    """R13.1: a ``DelegatingStore`` passes each call it does not override to the store it wraps,
+    so that store is checked as one given alone, and the refusal names it. Served, a missing
+    ``exists`` failed a creation with a bare AttributeError and an ``async def attach_new`` left
+    every session unstored, with a warning of a coroutine never awaited."""
+    message = (
+        r"^store must be None or a session store, got <\S*DelegatingStore object at \w+>: "
+        rf"the store it wraps, <\S*{inner} object at \w+>: {problem}$"
+    )
+    with pytest.raises(retinue.ConfigError, match=message):
+        async with retinue.open_runtime(models=MODEL, store=store):
+            pytest.fail("the runtime opened")  # pragma: no cover - refused before the body
+
+
+async def test_a_delegating_store_answering_a_call_itself_is_served_without_it() -> None:
+    """R13.1: what a ``DelegatingStore`` subclass answers itself the wrapped store need not have."""
+    async with retinue.open_runtime(
+        models=MODEL, store=_WatchingExists(_unchecked(_StoreWithoutExists()))
+    ) as rt:
+        agent = await rt.create_agent("a", retinue.AgentOptions(model="scripted"))
+        assert (await agent.ask("hi")).reason.kind == "completed"

@@ -7,8 +7,10 @@ of the wrong kind fails only at the first step, crash or exit that reaches it.
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 from retinue._callables import is_async, is_generator
 from retinue._checks import collection_error, finite_number_error, needs_an_instance
@@ -29,6 +31,7 @@ __all__ = [
     "flush_timeout_of",
     "models_of",
     "parallel_cap_of",
+    "passes_on",
     "tool_order_of",
     "tools_of",
     "variables_of",
@@ -48,14 +51,19 @@ def check_store(store: object) -> None:
 
     Read by its shape, not as an instance of :class:`SessionStore`: a store
     written before the protocol had ``durable`` is still served. The refusal
-    names what is missing or of the wrong kind.
+    names what is missing or of the wrong kind, and the store lacking it when a
+    wrapper passes the call on to the store it wraps (see :func:`passes_on`).
     """
     if store is None:
         return
     refused = f"store must be None or a session store, got {shown_short(store)}"
-    if not any(callable(getattr(store, op, None)) for op in _STORE_OPS):
-        raise ConfigError(refused)  # no store at all: no one thing it lacks
-    problem = _store_problem(store)
+    owners = {op: _serving(store, op) for op in _STORE_OPS}
+    if not any(callable(getattr(owner, op, None)) for op, owner in owners.items()):
+        inner = owners["flush"]
+        if inner is store:
+            raise ConfigError(refused)  # no store at all: no one thing it lacks
+        raise ConfigError(f"{refused}: {_wrapped(store, inner)}no session store")
+    problem = _store_problem(store, owners)
     if problem is not None:
         raise ConfigError(f"{refused}: {problem}")
 
@@ -64,22 +72,53 @@ _STORE_OPS = ("attach", "attach_new", "flush", "detach", "load", "exists")
 # Called without await, as the session's sync observers: an async def would
 # return a coroutine never awaited, and the session would never be stored.
 _SYNC_STORE_OPS = ("attach", "attach_new")
+_PASSES_ON = "_retinue_passes_on"
+_Method = TypeVar("_Method", bound=Callable[..., object])
 
 
-def _store_problem(store: object) -> str | None:
-    """What keeps *store*, which has some of a store's methods, from serving as one, or None."""
+def passes_on(method: _Method) -> _Method:
+    """Mark *method* of a store wrapper as passing each call on to the store it wraps, its
+    ``store`` attribute: the store check reads that store's method in its stead, which a
+    subclass overriding *method* stops."""
+    setattr(method, _PASSES_ON, True)
+    return method
+
+
+def _serving(store: object, name: str) -> object:
+    """The store whose *name* a call of *store*'s reaches, through every wrapper passing it on."""
+    seen = [store]
+    while getattr(inspect.getattr_static(type(store), name, None), _PASSES_ON, False):
+        inner = getattr(store, "store", None)
+        if inner is None or any(inner is one for one in seen):
+            break  # wraps nothing yet, or itself: the wrapper's own method is what there is
+        seen.append(inner)
+        store = inner
+    return store
+
+
+def _wrapped(store: object, owner: object) -> str:
+    """Where the problem lies when *store* passes the call on to *owner*."""
+    return "" if owner is store else f"the store it wraps, {shown_short(owner)}: "
+
+
+def _store_problem(store: object, owners: Mapping[str, object]) -> str | None:
+    """What keeps *store*, which has some of a store's methods (each of *owners*', the store
+    a call of it reaches), from serving as one, or None."""
     if needs_an_instance(store, *_STORE_OPS):
         return "a store class, where an instance of it belongs"
-    missing = [op for op in _STORE_OPS if not callable(getattr(store, op, None))]
+    missing = [op for op, owner in owners.items() if not callable(getattr(owner, op, None))]
     if missing:
-        return f"no method {', '.join(missing)}"
+        owner = owners[missing[0]]
+        missing = [op for op in missing if owners[op] is owner]
+        return f"{_wrapped(store, owner)}no method {', '.join(missing)}"
     for op in _SYNC_STORE_OPS:
-        method = getattr(store, op)
+        method = getattr(owners[op], op)
         if is_async(method) or is_generator(method):
             kind = "async" if is_async(method) else "a generator function"
-            return f"{op} is {kind}, and the runtime calls it once, without await"
-    if not _closable(store):
-        return "no aclose() and no __aenter__/__aexit__ to close it with"
+            return f"{_wrapped(store, owners[op])}{op} is {kind}, and the runtime calls it once, without await"
+    closer = _serving(store, "__aexit__")
+    if not _closable(closer):
+        return f"{_wrapped(store, closer)}no aclose() and no __aenter__/__aexit__ to close it with"
     return None
 
 

@@ -10,6 +10,7 @@ import trio
 from retinue._checks import needs_an_instance
 from retinue.session import Session, SessionHeader
 from retinue.stores._writebehind import BufferedStore
+from retinue.supervisors._arguments import passes_on
 
 __all__ = ["DelegatingStore"]
 
@@ -21,7 +22,8 @@ class DelegatingStore:
     method of the store seam as a call of the wrapped store's, so an override
     passes a call on with ``super()`` (``return await super().flush(session)``);
     any other attribute is read from the wrapped store. A subclass overrides only
-    what it watches (``flush``, say) and the runtime sees a whole store.
+    what it watches (``flush``, say) and the runtime sees a whole store;
+    ``open_runtime`` checks the wrapped store's method for each one not overridden.
 
     It reports the wrapped store's ``durable``, but a subclass that overrides
     ``flush`` is ``durable`` unless it says otherwise: the runtime then flushes it
@@ -63,6 +65,7 @@ class DelegatingStore:
             await trio.lowlevel.checkpoint()
         return self
 
+    @passes_on
     async def __aexit__(
         self,
         kind: type[BaseException] | None,
@@ -74,28 +77,36 @@ class DelegatingStore:
         else:
             await self.store.aclose()
 
+    @passes_on
     def attach(self, session: Session) -> None:
         self.store.attach(session)
 
+    @passes_on
     def attach_new(self, session: Session) -> None:
         self.store.attach_new(session)
 
+    @passes_on
     async def flush(self, session: Session) -> None:
         await self.store.flush(session)
 
+    @passes_on
     async def detach(self, session: Session) -> None:
         await self.store.detach(session)
 
+    @passes_on
     async def load(self, session_id: str) -> Session:
         return await self.store.load(session_id)
 
+    @passes_on
     async def exists(self, session_id: str) -> bool:
         return await self.store.exists(session_id)
 
+    @passes_on
     async def aclose(self) -> None:
         await self.store.aclose()
 
     # Last: within the class body, a later annotation's ``list`` would name this method.
+    @passes_on
     async def list(self) -> list[SessionHeader]:
         return await self.store.list()
 
