@@ -26,7 +26,8 @@ class DelegatingStore:
     ``open_runtime`` checks the wrapped store's method for each one not overridden.
 
     It reports the wrapped store's ``durable``, but a subclass that overrides
-    ``flush`` is ``durable`` unless it says otherwise: the runtime then flushes it
+    ``flush`` (or takes one from a mixin) is ``durable`` unless the class defining
+    that flush, or one below it, says otherwise: the runtime then flushes it
     shielded and bounded by ``flush_timeout``, as a durable store, since its flush
     may block where a ``MemoryStore``'s never does.
     """
@@ -39,7 +40,14 @@ class DelegatingStore:
         super().__init_subclass__(**kwargs)
         # Awaited unshielded and unbounded, as a store that is not durable is, an
         # overridden flush that hangs would hold its agent's end and the runtime's exit.
-        if "flush" in vars(cls) and not hasattr(cls, "durable"):
+        # Read by the order of the classes: a mixin's flush is an override too, and a
+        # ``durable`` said above the class defining the flush was said of another flush.
+        order = cls.__mro__
+        flush = next(klass for klass in order if "flush" in vars(klass))
+        durable = next((klass for klass in order if "durable" in vars(klass)), None)
+        if flush is not DelegatingStore and (
+            durable is None or order.index(flush) < order.index(durable)
+        ):
             cls.durable = True
 
     def __init__(self, store: BufferedStore) -> None:
