@@ -294,7 +294,12 @@ class Agent:
                 (``WAITS_FOR_ITSELF``), or from a
                 tool or listener of an agent this one already waits for,
                 directly or through others (``WAIT_CYCLE``): either wait
-                would never end.
+                would never end. Only the waits a setup or teardown makes
+                through its own task tree are known (a task of a nursery of
+                its own, a thread it awaits, taken to be any thread whose
+                ``trio.from_thread`` call trio runs in a system task): a task
+                it started in another nursery and waits for by an Event or a
+                channel, say, waits here for good.
             RuntimeError: called off the runtime's trio run (inside another
                 thread's ``trio.run``), before the agent is torn down.
         """
@@ -397,7 +402,11 @@ class Agent:
         others, in a wait its disposal does not cancel (its final flush's listener
         or its teardown disposing that agent, say): waiting there would wait in a
         circle. A wait its disposal cancels (its tool's ``ask``) ends with it, and
-        the call waits for the teardown as any other.
+        the call waits for the teardown as any other. Only the waits a setup or
+        teardown makes through its own task tree are known (a task of a nursery of
+        its own, a thread it awaits): from a task it started in another nursery the
+        call waits as any other, aborting a setup, and a teardown or a shielded
+        setup waiting for that task (by an Event or a channel, say) waits for good.
 
         Raises:
             RuntimeError: called off the runtime's trio run (inside another thread's
