@@ -28,48 +28,15 @@ async def _from_a_child_task(wait: Callable[[], Awaitable[None]]) -> None:
         nursery.start_soon(wait)
 
 
-async def _from_a_thread_it_may_abandon(wait: Callable[[], Awaitable[None]]) -> None:
-    # trio runs the thread's call in a system task, outside the setup's task tree.
-    await trio.to_thread.run_sync(trio.from_thread.run, wait, abandon_on_cancel=True)
-
-
-async def _from_a_thread_given_the_token(wait: Callable[[], Awaitable[None]]) -> None:
-    token = trio.lowlevel.current_trio_token()
-    await trio.to_thread.run_sync(lambda: trio.from_thread.run(wait, trio_token=token))
-
-
-Waiter = Callable[[Callable[[], Awaitable[None]]], Awaitable[None]]
-_WAITERS = pytest.mark.parametrize(
-    "waiter",
-    [_directly, _from_a_child_task, _from_a_thread_it_may_abandon, _from_a_thread_given_the_token],
-    ids=["setup", "child task", "abandonable thread", "thread with the token"],
-)
-
-
-# A thread blocked in trio.from_thread.run is out of the virtual clock's reach.
-@pytest.mark.timeout(30)
-@_WAITERS
+@pytest.mark.parametrize("waiter", [_directly, _from_a_child_task], ids=["setup", "child task"])
 async def test_wait_idle_from_the_own_setup_after_disposing_is_refused(
-    autojump_clock: trio.testing.MockClock, waiter: Waiter
+    autojump_clock: trio.testing.MockClock,
+    waiter: Callable[[Callable[[], Awaitable[None]]], Awaitable[None]],
 ) -> None:
     """R12.8, R12.5: disposed in its own setup, the agent ends only when the creation does,
-    which waits for the setup: ``wait_idle`` there (or in a task the setup waits for, or a
-    ``trio.from_thread.run`` call of a thread it awaits) raises ``AgentError(WAITS_FOR_ITSELF)``
-    at once instead of waiting forever.
+    which waits for the setup: ``wait_idle`` there (or in a task the setup waits for)
+    raises ``AgentError(WAITS_FOR_ITSELF)`` at once instead of waiting forever.
     """
-    autojump_clock.autojump_threshold = 1.0  # a thread's work takes no virtual time
-    await _wait_idle_refused_in_setup(waiter)
-
-
-@pytest.mark.timeout(30)
-@_WAITERS
-def test_wait_idle_from_a_setup_the_runs_main_task_runs_is_refused(waiter: Waiter) -> None:
-    """R12.8, R12.5: so it is when the setup runs in the run's main task, the top of its tree."""
-    clock = trio.testing.MockClock(autojump_threshold=1.0)
-    trio.run(_wait_idle_refused_in_setup, waiter, clock=clock)
-
-
-async def _wait_idle_refused_in_setup(waiter: Waiter) -> None:
     refused: list[BaseException] = []
 
     async def setup(agent: retinue.Agent) -> None:

@@ -157,18 +157,6 @@ class _DetachCallingInChild(SlowDetach):
             self.heard.append(str(exc.code))
 
 
-class _DetachCallingFromAThread(_DetachCallingInChild):
-    """A store whose detach runs *verb* through ``trio.from_thread.run`` in a worker thread it
-    may abandon: trio runs that call in a system task, outside the teardown's task tree."""
-
-    async def detach(self, session: Session) -> None:
-        agent = self.agents[session.id]
-        await trio.to_thread.run_sync(
-            trio.from_thread.run, self._call, agent, abandon_on_cancel=True
-        )
-        await SlowDetach.detach(self, session)
-
-
 async def _resume(rt: retinue.Runtime, agent: retinue.Agent) -> object:
     return await rt.resume_agent(agent.id, OPTIONS)
 
@@ -180,21 +168,15 @@ async def _wait_idle(_rt: retinue.Runtime, agent: retinue.Agent) -> object:
 
 @pytest.mark.timeout(30)  # a deadlock inside a shield is out of the virtual clock's reach
 @pytest.mark.parametrize("call", [_resume, _wait_idle], ids=["resume_agent", "wait_idle"])
-@pytest.mark.parametrize(
-    "kind", [_DetachCallingInChild, _DetachCallingFromAThread], ids=["child task", "thread"]
-)
 async def test_a_task_the_teardown_waits_for_still_cannot_wait_for_it(
     autojump_clock: trio.testing.MockClock,
     call: Callable[[retinue.Runtime, retinue.Agent], Awaitable[object]],
-    kind: type[_DetachCallingInChild],
 ) -> None:
     """R12.9: a task the store's detach runs in a nursery of its own is part of the teardown,
-    which waits for it, and so is a ``trio.from_thread.run`` call of a thread the detach awaits,
-    run in a system task no task tree places: its ``wait_idle`` or ``resume_agent`` of the id
-    raises ``WAITS_FOR_ITSELF`` rather than wait, with no flush bound, forever.
+    which waits for it: its ``wait_idle`` or ``resume_agent`` of the id raises
+    ``WAITS_FOR_ITSELF`` rather than wait, with no flush bound, forever.
     """
-    autojump_clock.autojump_threshold = 1.0  # the thread's work takes no virtual time
-    store = kind(call)
+    store = _DetachCallingInChild(call)
     async with runtime(ScriptedModel([Reply("ok")]), store=store, flush_timeout=math.inf) as rt:
         store.rt = rt
         agent = store.agents["a"] = await rt.create_agent("a", OPTIONS, session_id="a")

@@ -1,5 +1,5 @@
-"""Which agent's setup or teardown the current task is part of: the task that runs it, one
-started in a nursery that task waits for, or a ``trio.from_thread`` call no task tree places."""
+"""Which agent's setup or teardown the current task is part of: the task that runs it, or
+one started in a nursery that task waits for."""
 
 from __future__ import annotations
 
@@ -26,34 +26,15 @@ __all__ = [
 def runs_under(ancestor: trio.lowlevel.Task, outside: tuple[trio.Nursery, ...] = ()) -> bool:
     """Whether the current task is *ancestor* or was started, at any depth, in a nursery
     *ancestor* waits for: any of its own but the *outside* ones."""
-    return _walk_up(ancestor, outside) is ancestor
-
-
-def _walk_up(
-    ancestor: trio.lowlevel.Task, outside: tuple[trio.Nursery, ...]
-) -> trio.lowlevel.Task | None:
-    """Up the task tree from the current task: *ancestor* if the walk meets it, None if it
-    leaves *ancestor* by one of the *outside* nurseries, else the task below the root it
-    ends at (the run's main task, or a system task)."""
-    task = trio.lowlevel.current_task()
-    below = task
-    while task is not ancestor:
+    task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+    while task is not None:
+        if task is ancestor:
+            return True
         nursery = task.parent_nursery
-        if nursery is None:
-            return below
-        if nursery.parent_task is ancestor and nursery in outside:
-            return None
-        below, task = task, nursery.parent_task
-    return ancestor
-
-
-def _below_the_root(task: trio.lowlevel.Task) -> trio.lowlevel.Task:
-    """*task*'s ancestor (or itself) that the root task started."""
-    while (nursery := task.parent_nursery) is not None:
-        if nursery.parent_task.parent_nursery is None:
-            break  # its parent is the root
+        if nursery is None or (nursery.parent_task is ancestor and nursery in outside):
+            return False
         task = nursery.parent_task
-    return task
+    return False
 
 
 @final
@@ -68,13 +49,7 @@ class _Mark:
     outside: tuple[trio.Nursery, ...] = ()
 
     def holds(self) -> bool:
-        met = _walk_up(self.task, self.outside)
-        if met is None or met is self.task:
-            return met is self.task
-        # A walk ending in another tree than *task*'s own came from a system task: the one
-        # trio.from_thread.run starts for a thread *task* may be awaiting. No tree says
-        # whether *task* waits for it, so the mark it inherited stands.
-        return met is not _below_the_root(self.task)
+        return runs_under(self.task, self.outside)
 
 
 # Set where a setup or teardown begins and copied into every task started from there,
