@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import weakref
 from collections.abc import Awaitable, Callable
 from types import TracebackType
@@ -11,15 +10,25 @@ from typing import final
 import trio
 
 from retinue._content import MessageSource
-from retinue._errors import AgentError, RetinueError
+from retinue._errors import RetinueError
 from retinue._handle import Content
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions
 from retinue.loop import AgentCore, AgentStatus, TurnResult
-from retinue.loop._core import circle_error, in_run_of, waiting_agent
-from retinue.loop._marks import setting_up_agents, tearing_down_agent
+from retinue.loop._core import in_run_of
+from retinue.loop._marks import tearing_down_agent
 from retinue.mailbox import Ticket
 from retinue.session import Event, Session
+
+from ._waits import (
+    caller_that_may_wait,
+    refuse_another_run,
+    refuse_waiting_on_itself,
+    refuse_waiting_on_own_setup,
+    wait_as,
+    wait_for_turn,
+    waits_for_itself,
+)
 
 __all__ = ["Agent", "Subscription", "SubscriptionOverflowError"]
 
@@ -295,34 +304,33 @@ class Agent:
                 tool or listener of an agent this one already waits for,
                 directly or through others (``WAIT_CYCLE``): either wait
                 would never end. Only the waits a setup or teardown makes
-                through its own task tree are known (a task of a nursery of
-                its own, a thread it awaits, taken to be any thread whose
-                ``trio.from_thread`` call trio runs in a system task): a task
-                it started in another nursery and waits for by an Event or a
-                channel, say, waits here for good.
+                through its own task tree are known: a task it started in
+                another nursery and waits for (by an Event, say), or a
+                ``trio.from_thread`` call trio runs in a system task, waits
+                here for good.
             RuntimeError: called off the runtime's trio run (inside another
                 thread's ``trio.run``), before the agent is torn down.
         """
         core = self._core
-        _refuse_another_run(core)
-        _refuse_waiting_on_itself(core, "wait_idle")
+        refuse_another_run(core)
+        refuse_waiting_on_itself(core, "wait_idle")
         if not core.disposed and (core.status == "running" or core.mailbox.has_queued):
-            await _wait_for_turn(core)
+            await wait_for_turn(core)
         if not core.disposed:
             flushed = core.flush_rounds.waiter(requested=core.flush_owed)
             if flushed is not None:
                 # From the agent's own flusher (a session/flush listener) this is refused.
-                caller = _caller_that_may_wait(core, "wait_idle")
-                await _wait_as(caller, core, flushed)
+                caller = caller_that_may_wait(core, "wait_idle")
+                await wait_as(caller, core, flushed)
         if core.disposed:
             # Past the driver's exit: the final flush and unregistration are done too.
             # The teardown runs listeners of its own, which may wait on other agents.
             if not core.torn_down.is_set():
-                _refuse_waiting_on_own_setup(core, "wait_idle")
+                refuse_waiting_on_own_setup(core, "wait_idle")
                 if tearing_down_agent() is core:
-                    raise _waits_for_itself(core, "wait_idle", "teardown")
-                caller = _caller_that_may_wait(core, "wait_idle")
-                await _wait_as(caller, core, core.torn_down)
+                    raise waits_for_itself(core, "wait_idle", "teardown")
+                caller = caller_that_may_wait(core, "wait_idle")
+                await wait_as(caller, core, core.torn_down)
             await trio.lowlevel.checkpoint()
             return
         await trio.lowlevel.checkpoint()
@@ -354,9 +362,9 @@ class Agent:
                 answered ``disposed`` instead.
         """
         core = self._core
-        _refuse_another_run(core)
-        _refuse_waiting_on_itself(core, "ask")
-        caller = _caller_that_may_wait(core, "ask")
+        refuse_another_run(core)
+        refuse_waiting_on_itself(core, "ask")
+        caller = caller_that_may_wait(core, "ask")
         # As a channel's send: a call cancelled (past its deadline) before it begins
         # does nothing, rather than pay for a turn whose answer nobody reads.
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -365,7 +373,7 @@ class Agent:
         if caller is None:
             await ticket.done.wait()  # the usual asker, not an agent: no helper to await
         else:
-            await _wait_as(caller, core, ticket.done)
+            await wait_as(caller, core, ticket.done)
         result = ticket.take()
         assert isinstance(result, TurnResult)
         return result
@@ -380,7 +388,7 @@ class Agent:
         """
         core = self._core
         if self._subscriptions is not None:
-            _refuse_another_run(core)
+            refuse_another_run(core)
         subscription = Subscription(core.session, buffer, self._forget, core.trio_token)
         if self._subscriptions is None:
             subscription._agent_ended()
@@ -403,16 +411,16 @@ class Agent:
         or its teardown disposing that agent, say): waiting there would wait in a
         circle. A wait its disposal cancels (its tool's ``ask``) ends with it, and
         the call waits for the teardown as any other. Only the waits a setup or
-        teardown makes through its own task tree are known (a task of a nursery of
-        its own, a thread it awaits): from a task it started in another nursery the
-        call waits as any other, aborting a setup, and a teardown or a shielded
-        setup waiting for that task (by an Event or a channel, say) waits for good.
+        teardown makes through its own task tree are known: from a task it started
+        in another nursery, or a ``trio.from_thread`` call trio runs in a system
+        task, the call waits as any other, aborting a setup, and a teardown or a
+        shielded setup waiting for that task (by an Event, say) waits for good.
 
         Raises:
             RuntimeError: called off the runtime's trio run (inside another thread's
                 ``trio.run``), before the agent is torn down.
         """
-        _refuse_another_run(self._core)
+        refuse_another_run(self._core)
         await self._dispose(self)
 
     def _end_subscriptions(self) -> None:
@@ -433,77 +441,3 @@ class Agent:
     def __repr__(self) -> str:
         core = self._core
         return f"<Agent {core.id!r} status={core.status} events={len(core.session.events)}>"
-
-
-def _refuse_another_run(core: AgentCore) -> None:
-    """Refuse a wait made off the agent's trio run (inside another thread's ``trio.run``).
-
-    Its waiter would be woken from the agent's run, which fails there: in the
-    driver, crashing it, or inside trio. Once the agent is torn down nothing
-    wakes a waiter any more, so any run may wait for that.
-    """
-    if not core.torn_down.is_set():
-        core.check_thread()
-
-
-def _refuse_waiting_on_itself(core: AgentCore, verb: str) -> None:
-    """From its own turn (a tool or listener) the agent would wait for itself forever."""
-    # Its driver runs only while the agent says "running", or "disposed" during the
-    # final flush: the cheap test spares the walk up the task tree on the common
-    # path (asking an idle agent).
-    if core.status != "idle" and core.in_own_driver():
-        raise _waits_for_itself(core, verb, "turn")
-
-
-def _refuse_waiting_on_own_setup(core: AgentCore, verb: str) -> None:
-    """An agent disposed during its setup ends with its creation, which waits for the setup."""
-    # Once published, its teardown no longer waits for any setup, even one it started from.
-    if not core.published and core in setting_up_agents():
-        raise _waits_for_itself(core, verb, "setup")
-
-
-def _waits_for_itself(core: AgentCore, verb: str, where: str) -> AgentError:
-    return AgentError(
-        f"agent {core.id!r}: {verb} from the agent's own {where} would wait for itself",
-        code="WAITS_FOR_ITSELF",
-    )
-
-
-def _caller_that_may_wait(core: AgentCore, verb: str) -> AgentCore | None:
-    """The agent whose tool or listener is calling (None outside any agent), once its
-    wait on *core* is known not to close a circle of agents waiting on each other."""
-    caller = waiting_agent()
-    if caller is None:
-        return None
-    if caller is core:
-        # The own-turn check above only looks while the agent is running.
-        raise _waits_for_itself(core, verb, "turn")
-    cycle = caller.wait_cycle(core)
-    if cycle is not None:
-        raise circle_error(caller, cycle, f"{verb} on agent {core.id!r}")
-    return caller
-
-
-async def _wait_for_turn(core: AgentCore) -> None:
-    """Wait for *core*'s next transition out of running (R2.32)."""
-    caller = _caller_that_may_wait(core, "wait_idle")
-    waiter = trio.Event()
-    core.idle_waiters.append(waiter)
-    try:
-        await _wait_as(caller, core, waiter)
-    except BaseException:
-        # Cancelled before the agent went idle: withdraw the waiter, or every
-        # cancelled poll of a long turn would stay queued until it ends.
-        if not waiter.is_set():  # a released waiter has left the list already
-            with contextlib.suppress(ValueError):
-                core.idle_waiters.remove(waiter)
-        raise
-
-
-async def _wait_as(caller: AgentCore | None, core: AgentCore, done: trio.Event) -> None:
-    """Wait for *done*; while a *caller* agent waits, it is recorded as waiting on *core*."""
-    if caller is None:
-        await done.wait()
-        return
-    with caller.waiting_on(core):
-        await done.wait()

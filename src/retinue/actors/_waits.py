@@ -1,0 +1,98 @@
+"""The checks and waits behind an agent's waiting verbs (``wait_idle``, ``ask``): a wait
+that would never end is refused, and a wait made by another agent's tool or listener is
+recorded, so that agents never wait on each other in a circle."""
+
+from __future__ import annotations
+
+import contextlib
+
+import trio
+
+from retinue._errors import AgentError
+from retinue.loop import AgentCore
+from retinue.loop._core import circle_error, waiting_agent
+from retinue.loop._marks import setting_up_agents
+
+__all__ = [
+    "caller_that_may_wait",
+    "refuse_another_run",
+    "refuse_waiting_on_itself",
+    "refuse_waiting_on_own_setup",
+    "wait_as",
+    "wait_for_turn",
+    "waits_for_itself",
+]
+
+
+def refuse_another_run(core: AgentCore) -> None:
+    """Refuse a wait made off the agent's trio run (inside another thread's ``trio.run``).
+
+    Its waiter would be woken from the agent's run, which fails there: in the
+    driver, crashing it, or inside trio. Once the agent is torn down nothing
+    wakes a waiter any more, so any run may wait for that.
+    """
+    if not core.torn_down.is_set():
+        core.check_thread()
+
+
+def refuse_waiting_on_itself(core: AgentCore, verb: str) -> None:
+    """From its own turn (a tool or listener) the agent would wait for itself forever."""
+    # Its driver runs only while the agent says "running", or "disposed" during the
+    # final flush: the cheap test spares the walk up the task tree on the common
+    # path (asking an idle agent).
+    if core.status != "idle" and core.in_own_driver():
+        raise waits_for_itself(core, verb, "turn")
+
+
+def refuse_waiting_on_own_setup(core: AgentCore, verb: str) -> None:
+    """An agent disposed during its setup ends with its creation, which waits for the setup."""
+    # Once published, its teardown no longer waits for any setup, even one it started from.
+    if not core.published and core in setting_up_agents():
+        raise waits_for_itself(core, verb, "setup")
+
+
+def waits_for_itself(core: AgentCore, verb: str, where: str) -> AgentError:
+    return AgentError(
+        f"agent {core.id!r}: {verb} from the agent's own {where} would wait for itself",
+        code="WAITS_FOR_ITSELF",
+    )
+
+
+def caller_that_may_wait(core: AgentCore, verb: str) -> AgentCore | None:
+    """The agent whose tool or listener is calling (None outside any agent), once its
+    wait on *core* is known not to close a circle of agents waiting on each other."""
+    caller = waiting_agent()
+    if caller is None:
+        return None
+    if caller is core:
+        # The own-turn check above only looks while the agent is running.
+        raise waits_for_itself(core, verb, "turn")
+    cycle = caller.wait_cycle(core)
+    if cycle is not None:
+        raise circle_error(caller, cycle, f"{verb} on agent {core.id!r}")
+    return caller
+
+
+async def wait_for_turn(core: AgentCore) -> None:
+    """Wait for *core*'s next transition out of running (R2.32)."""
+    caller = caller_that_may_wait(core, "wait_idle")
+    waiter = trio.Event()
+    core.idle_waiters.append(waiter)
+    try:
+        await wait_as(caller, core, waiter)
+    except BaseException:
+        # Cancelled before the agent went idle: withdraw the waiter, or every
+        # cancelled poll of a long turn would stay queued until it ends.
+        if not waiter.is_set():  # a released waiter has left the list already
+            with contextlib.suppress(ValueError):
+                core.idle_waiters.remove(waiter)
+        raise
+
+
+async def wait_as(caller: AgentCore | None, core: AgentCore, done: trio.Event) -> None:
+    """Wait for *done*; while a *caller* agent waits, it is recorded as waiting on *core*."""
+    if caller is None:
+        await done.wait()
+        return
+    with caller.waiting_on(core):
+        await done.wait()
