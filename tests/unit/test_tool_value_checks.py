@@ -5,7 +5,7 @@ tool is decorated, never ignored (R9.3 stage 3, R9.7).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, NewType
+from typing import Annotated, Any, NewType
 
 import annotated_types
 import pydantic
@@ -135,6 +135,26 @@ def test_an_annotated_alias_of_another_type_is_refused_when_decorated(
     own would fail every call on its rules: it is refused naming both types."""
     with pytest.raises(TypeError, match=rf"\(x\): .*rules of {named}, not of int"):
         tool(function)
+
+
+async def test_an_annotated_alias_of_an_overlapping_type_is_taken_and_enforced() -> None:
+    """R9.7: only an alias of a type no value of the hint can be is refused: one of ``int``
+    bounds a ``float`` (an int stands for a float), and one of ``str`` checks what of ``Any``
+    is a str, each enforced as before."""
+
+    @tool
+    def scale(
+        factor: Annotated[float, Annotated[int, annotated_types.Gt(0)]],
+        tag: Annotated[Any, annotated_types.LowerCase] = "a",
+    ) -> str:
+        """Scale."""
+        return f"{factor} {tag}"
+
+    assert (await _call(scale, {"factor": 2.5})).content == (Text("2.5 a"),)
+    assert "factor: must be > 0" in _refusal(await _call(scale, {"factor": -1.0}))
+    assert "tag: must satisfy str.islower" in _refusal(
+        await _call(scale, {"factor": 1, "tag": "B"})
+    )
 
 
 def test_a_default_a_check_refuses_is_not_shown() -> None:

@@ -321,9 +321,10 @@ def refuse_foreign_aliases(hint: object, metadata: list[object], where: str) -> 
 
 
 def _fits(hint: object, base: object) -> bool:
-    """Whether a value of *hint* may be one of *base*; true where that cannot be told."""
+    """Whether a value of *hint* may be one of *base*; true where that cannot be told, so only
+    types no value can be both of are refused."""
     hint, base = _supertype(hint), _supertype(base)
-    if hint is base or base is Any or base is object:
+    if hint is base or any(side is Any or side is object for side in (hint, base)):
         return True
     if isinstance(base, TypeVar):
         bounds = base.__constraints__ or (() if base.__bound__ is None else (base.__bound__,))
@@ -339,10 +340,16 @@ def _fits(hint: object, base: object) -> bool:
     kind, base_kind = typing.get_origin(hint) or hint, typing.get_origin(base) or base
     if not isinstance(kind, type) or not isinstance(base_kind, type):
         return True
+    if issubclass(kind, _NUMBERS) and issubclass(base_kind, _NUMBERS):
+        return True  # an int stands for a float or a complex (PEP 484), a bound fits all three
     try:
-        return issubclass(kind, base_kind)
+        # Either way round: a value of the narrower type is one of both.
+        return issubclass(kind, base_kind) or issubclass(base_kind, kind)
     except TypeError:  # a protocol of no runtime check
         return True
+
+
+_NUMBERS = (int, float, complex)
 
 
 def _supertype(hint: object) -> object:
