@@ -349,15 +349,37 @@ async def _own_runtime_error(*_args: object) -> object:
         raise RuntimeError("coroutine raised StopIteration") from exc
 
 
-async def test_an_async_listeners_own_runtime_error_from_a_stop_iteration_passes_as_it_is() -> None:
+async def _stop_iteration_helper() -> None:
+    raise StopIteration
+
+
+async def _own_runtime_error_of_a_helpers_stop(*_args: object) -> object:
+    try:
+        await _stop_iteration_helper()
+    except RuntimeError as exc:
+        raise RuntimeError("my own text") from exc.__cause__
+    return None
+
+
+@pytest.mark.parametrize(
+    ("listener", "text"),
+    [
+        (_own_runtime_error, "coroutine raised StopIteration"),
+        (_own_runtime_error_of_a_helpers_stop, "my own text"),
+    ],
+)
+async def test_an_async_listeners_own_runtime_error_from_a_stop_iteration_passes_as_it_is(
+    listener: Callable[..., Awaitable[object]], text: str
+) -> None:
     """R6.2: a RuntimeError an async listener raises itself from a StopIteration is its own
-    error, raised as it is, whatever it reads: only Python's, made of a StopIteration that
-    left the coroutine, is renamed for the listener."""
+    error, raised as it is: whatever it reads (a StopIteration the listener caught), and of
+    whatever text (one a helper coroutine's StopIteration became): only Python's, made of a
+    StopIteration that left the listener's coroutine, is renamed for the listener."""
     bus = HookBus()
-    bus.on("agent/pre-step", _own_runtime_error)
+    bus.on("agent/pre-step", listener)
     with pytest.raises(RuntimeError) as raised:
         await bus.serial("agent/pre-step", "execution")
-    assert str(raised.value) == "coroutine raised StopIteration"
+    assert str(raised.value) == text
     assert raised.value.__traceback__ is not None
 
 

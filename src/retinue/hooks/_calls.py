@@ -74,9 +74,19 @@ def _stop_iteration(exc: BaseException) -> StopIteration | None:
     if isinstance(exc, StopIteration):
         return exc
     cause = exc.__cause__
-    if type(exc) is RuntimeError and isinstance(cause, StopIteration) and _left(cause, exc):
+    if (
+        type(exc) is RuntimeError
+        and isinstance(cause, StopIteration)
+        and str(exc) == _PEP_479
+        and _left(cause, exc)
+    ):
         return cause
     return None
+
+
+# Python's text for a StopIteration leaving a coroutine; a listener's own RuntimeError
+# caused by one of a helper's (of another text) is no such.
+_PEP_479 = "coroutine raised StopIteration"
 
 
 def _left(stop: StopIteration, exc: BaseException) -> bool:
