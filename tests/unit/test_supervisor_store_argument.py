@@ -6,6 +6,7 @@ store's class is an async context manager, else with ``aclose()``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Self
 
 import pytest
@@ -195,6 +196,30 @@ async def test_open_runtime_refuses_a_delegating_store_by_the_store_it_wraps(
     with pytest.raises(retinue.ConfigError, match=message):
         async with retinue.open_runtime(models=MODEL, store=store):
             pytest.fail("the runtime opened")  # pragma: no cover - refused before the body
+
+
+def _wrapping_itself() -> DelegatingStore:
+    outer = DelegatingStore(retinue.MemoryStore())
+    outer.store = _unchecked(DelegatingStore(_unchecked(outer)))
+    return outer
+
+
+@pytest.mark.parametrize(
+    "make", [_wrapping_itself, lambda: _self_wrapped(DelegatingStore(retinue.MemoryStore()))]
+)
+async def test_open_runtime_refuses_a_delegating_store_that_wraps_itself(
+    make: Callable[[], DelegatingStore],
+) -> None:
+    """R13.1: a ``DelegatingStore`` whose wrapped stores lead back to it is refused when the runtime
+    opens, where it was served and failed with RecursionError."""
+    with pytest.raises(retinue.ConfigError, match=r": it wraps itself, a call passed on"):
+        async with retinue.open_runtime(models=MODEL, store=make()):
+            pytest.fail("the runtime opened")  # pragma: no cover - refused before the body
+
+
+def _self_wrapped(store: DelegatingStore) -> DelegatingStore:
+    store.store = _unchecked(store)
+    return store
 
 
 async def test_a_delegating_store_answering_a_call_itself_is_served_without_it() -> None:

@@ -57,7 +57,10 @@ def check_store(store: object) -> None:
     if store is None:
         return
     refused = f"store must be None or a session store, got {shown_short(store)}"
-    owners = {op: _serving(store, op) for op in _STORE_OPS}
+    served = {op: _serving(store, op) for op in _STORE_OPS}
+    owners = {op: owner for op, owner in served.items() if owner is not None}
+    if len(owners) < len(served):
+        raise ConfigError(f"{refused}: it wraps itself, a call passed on would come back to it")
     if not any(callable(getattr(owner, op, None)) for op, owner in owners.items()):
         inner = owners["flush"]
         if inner is store:
@@ -84,13 +87,16 @@ def passes_on(method: _Method) -> _Method:
     return method
 
 
-def _serving(store: object, name: str) -> object:
-    """The store whose *name* a call of *store*'s reaches, through every wrapper passing it on."""
+def _serving(store: object, name: str) -> object | None:
+    """The store whose *name* a call of *store*'s reaches, through every wrapper passing it
+    on; None when the call would come back to a wrapper it passed."""
     seen = [store]
     while getattr(inspect.getattr_static(type(store), name, None), _PASSES_ON, False):
         inner = getattr(store, "store", None)
-        if inner is None or any(inner is one for one in seen):
-            break  # wraps nothing yet, or itself: the wrapper's own method is what there is
+        if inner is None:
+            break  # wraps nothing yet: the wrapper's own method is what there is
+        if any(inner is one for one in seen):
+            return None
         seen.append(inner)
         store = inner
     return store
@@ -117,6 +123,8 @@ def _store_problem(store: object, owners: Mapping[str, object]) -> str | None:
             kind = "async" if is_async(method) else "a generator function"
             return f"{_wrapped(store, owners[op])}{op} is {kind}, and the runtime calls it once, without await"
     closer = _serving(store, "__aexit__")
+    if closer is None:
+        return "it wraps itself, and closing it would come back to it"
     if not _closable(closer):
         return f"{_wrapped(store, closer)}no aclose() and no __aenter__/__aexit__ to close it with"
     return None
