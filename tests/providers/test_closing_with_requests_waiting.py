@@ -5,6 +5,7 @@ the request is refused, never sent through the closed pools, and leaves no conne
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 import httpx2
 import pytest
@@ -39,8 +40,8 @@ async def test_a_request_waiting_for_a_connection_is_refused_when_the_adapter_cl
     api: str,
 ) -> None:
     """R12.9: a request still waiting for a free connection when its adapter closes fails
-    ``ADAPTER_CLOSED`` once one frees; it is not sent through the closed pools on a new
-    connection that nothing would close."""
+    ``ADAPTER_CLOSED``; it is not sent through the closed pools on a new connection that
+    nothing would close."""
     outcomes: dict[str, str] = {}
 
     async def run(session_id: str) -> None:
@@ -62,6 +63,42 @@ async def test_a_request_waiting_for_a_connection_is_refused_when_the_adapter_cl
     assert outcomes["waiting"] == "ADAPTER_CLOSED"
     assert statistics.requests == 1
     assert statistics.connections_open == 0
+
+
+@BOTH_SDKS
+async def test_a_request_waiting_for_a_connection_is_refused_as_the_adapter_closes(
+    api: str,
+) -> None:
+    """R12.9: a request waiting for a connection that an idle stream holds fails
+    ``ADAPTER_CLOSED`` as its adapter closes, not once the connection frees or its wait times
+    out: the holder keeps its connection until the waiting request has ended."""
+    outcomes: dict[str, str] = {}
+    waiting_ended = trio.Event()
+
+    async def hold() -> None:
+        async with aclosing(model.stream(make_request("hello", session_id="idle"))) as stream:
+            await anext(stream)
+            outcomes["idle"] = "holding"
+            await waiting_ended.wait()
+
+    async def wait() -> None:
+        outcomes["waiting"] = await _outcome(model, "waiting")
+        waiting_ended.set()
+
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server(
+            EchoPolicy(chunks=40), timing=Timing(inter_chunk=0.05)
+        ) as server:
+            model = served_by(api, server, max_connections=1, pool_size=1, timeout=60.0)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(hold)
+                await trio.sleep(0.2)
+                nursery.start_soon(wait)
+                await trio.sleep(0.2)
+                await model.aclose()
+            requests = server.statistics().requests
+    assert outcomes == {"idle": "holding", "waiting": "ADAPTER_CLOSED"}
+    assert requests == 1
 
 
 class _HeldTransport(httpx2.AsyncBaseTransport):

@@ -148,6 +148,7 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
         self._slots = trio.Semaphore(total)
         self._turn = 0
         self._closed = False
+        self._waits: set[trio.CancelScope] = set()
         self.max_connections = total
         """Connections in total, over all pools."""
 
@@ -183,10 +184,10 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
         except trio.WouldBlock:
             await self._wait_for_slot()
         if self._closed:
-            # A request that waited out the close: sent now, it would open a connection
-            # in a pool already closed, which nothing would ever close.
+            # A request that got its slot as the pools closed: sent now, it would open a
+            # connection in a pool already closed, which nothing would ever close.
             self._slots.release()
-            raise httpx2.TransportError("the adapter's connection pools are closed")
+            raise _closed_error()
         index = self._take(preferred)
         release = functools.partial(self._release, index)
         try:
@@ -213,12 +214,21 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
         """Wait for a connection to be released, saying so to :func:`send_within`.
 
         The mark stays when the wait is cancelled: a deadline that ends it
-        reports the wait, not a silent server.
+        reports the wait, not a silent server. :meth:`aclose` ends the wait at
+        once, without a slot: a connection held by an idle stream may not free
+        before the request's timeout.
         """
         answer = current_answer.get()
         if answer is not None:
             answer.waiting_for = self.max_connections
-        await self._slots.acquire()
+        with trio.CancelScope() as wait:
+            self._waits.add(wait)
+            try:
+                await self._slots.acquire()
+            finally:
+                self._waits.discard(wait)
+        if wait.cancelled_caught:
+            raise _closed_error()
         if answer is not None:
             answer.waiting_for = None
 
@@ -230,6 +240,8 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
         """Close every pool, and refuse the requests still waiting for a connection; always a
         checkpoint."""
         self._closed = True
+        for wait in self._waits:
+            wait.cancel()
         await trio.lowlevel.checkpoint()
         for pool in self._pools:
             await pool.aclose()
@@ -238,6 +250,11 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
     def shards(self) -> int:
         """How many pools there are."""
         return len(self._pools)
+
+
+def _closed_error() -> httpx2.TransportError:
+    """The failure of a request refused by closed pools, which the adapter reports as closed."""
+    return httpx2.TransportError("the adapter's connection pools are closed")
 
 
 @final
