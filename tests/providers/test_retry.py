@@ -307,8 +307,9 @@ async def test_manage_applies_provider_limits_through_a_router(
 async def test_a_routed_request_is_admitted_in_the_lane_of_the_adapter_serving_it(
     named: str | None, autojump_clock: trio.abc.Clock
 ) -> None:
-    """R10.7: a request is charged to the provider of the adapter that serves it, whatever
-    provider the request names: the one server's limits hold for every request it gets."""
+    """R10.7: a request a route of the model name alone serves is charged to the provider of
+    its adapter, whatever provider the request names: the one server's limits hold for every
+    request it gets."""
     adapter = FakeModel([OK] * 3, provider="deepseek", delay=1.0)
     limits = {("deepseek", "deepseek-chat"): AdmissionLimits(max_concurrent=1)}
     admission = AdmissionController(per_model=limits)

@@ -99,6 +99,18 @@ def test_a_falsy_adapter_for_a_provider_is_still_the_one_resolved() -> None:
         router.resolve("openai", "gpt")
 
 
+def test_route_names_the_provider_of_an_exact_route_only() -> None:
+    """R10.7: ``route`` gives the adapter ``resolve`` gives, with the provider of the route that
+    matched: the request's for an exact ``(provider, model)`` route, ``None`` for a route of the
+    model name alone or the default."""
+    specific, generic, default = _Sized(), ScriptedModel([]), ScriptedModel([])
+    router = ModelRouter.of({("azure", "gpt-4o"): specific, "gpt-4o": generic}, default=default)
+    assert router.route("azure", "gpt-4o") == (specific, "azure")
+    assert router.route("openai", "gpt-4o") == (generic, None)
+    assert router.route(None, "gpt-4o") == (generic, None)
+    assert router.route("azure", "o3") == (default, None)
+
+
 def test_an_unknown_model_is_refused_naming_the_model_and_the_routes() -> None:
     """R10.7: ``NO_ADAPTER`` names the model and the routes the router has, so a model
     routed only for a provider, asked for without one, shows what was registered."""

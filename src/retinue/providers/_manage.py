@@ -96,7 +96,8 @@ class ManagedModel:
 
     async def _stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         self._counts["requests"] += 1
-        provider = self._provider_of(request)
+        # Routed once per request: every attempt goes to the adapter its lane was named for.
+        model, provider = self._route(request)
         attempt = 0
         while True:
             attempt += 1
@@ -110,7 +111,7 @@ class ManagedModel:
                     self._counts["attempts"] += 1
                     if attempt > 1:
                         self._counts["retries"] += 1
-                    async with _closing(self.model.stream(request)) as chunks:
+                    async with _closing(model.stream(request)) as chunks:
                         first = await _first(chunks, ticket)
                         if first is _NO_CHUNK:
                             return
@@ -137,18 +138,25 @@ class ManagedModel:
                 raise
             await trio.sleep(delay)
 
-    def _provider_of(self, request: ModelRequest) -> str | None:
-        """The provider *request* is admitted and reported under: that of the adapter
-        serving it (a router routes it), whose limits are that server's whatever provider
-        the request names; else the request's."""
+    def _route(self, request: ModelRequest) -> tuple[Model, str | None]:
+        """The model that serves *request*, and the provider it is admitted and reported under.
+
+        Under a router that is the route's: an exact ``(provider, model)`` route is a
+        server of its own (Azure's beside OpenAI's, one adapter type), whose limits and
+        429s are its own. A route of the model name alone, or the default, serves it
+        whatever provider it names: its adapter's provider, else the request's.
+        """
         model = self.model
         if isinstance(model, ModelRouter):
             try:
-                model = model.resolve(request.provider, request.model)
+                model, routed = model.route(request.provider, request.model)
             except NoAdapterError:
-                return request.provider
+                # The router's own stream raises it, as it would unmanaged.
+                return model, request.provider
+            if routed is not None:
+                return model, routed
         provider = getattr(model, "provider", None)
-        return provider if isinstance(provider, str) and provider else request.provider
+        return model, provider if isinstance(provider, str) and provider else request.provider
 
     def _admit(
         self, request: ModelRequest, provider: str | None

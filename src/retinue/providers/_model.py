@@ -141,6 +141,16 @@ class ModelRouter:
             )
         return found
 
+    def route(self, provider: str | None, model: str) -> tuple[Model, str | None]:
+        """The adapter for ``(provider, model)`` and the provider of the route that matched:
+        *provider* for an exact ``(provider, model)`` route, ``None`` for a route of the
+        model name alone or the default. Raises :class:`NoAdapterError`.
+        """
+        found = self._routes.get((provider, model))
+        if found is not None:
+            return found, provider
+        return self.resolve(provider, model), None
+
     def _listed(self) -> str:
         """The routes, for an error message: a few of them, and how many more there are."""
         if not self._routes:
