@@ -401,13 +401,17 @@ class AdmissionController:
         """A snapshot of every lane; never blocks.
 
         Outside a trio run (after ``trio.run`` returned, say) each lane is read
-        as of the last run's time plus the real time since.
+        as of the last run's time plus the real time since, and the read changes
+        nothing: from a worker thread of a run still going, it must not age out
+        charges the run, whose clock may be virtual, still counts.
         """
         try:
             self._follow_run()
         except RuntimeError:  # no trio run: no clock to read
             then, real_then = self._seen
             now = then + (time.perf_counter() - real_then)
-        else:
-            now = trio.current_time()
+            # Copied at once: the run may add a lane meanwhile.
+            lanes = tuple(self._lanes.values())
+            return AdmissionStatistics(tuple(lane.statistics(now, prune=False) for lane in lanes))
+        now = trio.current_time()
         return AdmissionStatistics(tuple(lane.statistics(now) for lane in self._lanes.values()))

@@ -141,6 +141,15 @@ class Window:
             self.total -= charge.amount
             charge.in_window = False
 
+    def held(self, now: float) -> float:
+        """The charges still within the window at *now*, pruning none of them.
+
+        For a read from outside the lane's run: its time is an estimate, and
+        pruning by it would age out charges the run still counts.
+        """
+        # A copy, taken at once: the run may append to the deque meanwhile.
+        return sum(charge.amount for charge in tuple(self.charges) if charge.at + self.span > now)
+
     def wait(self, now: float, amount: float) -> float:
         """Seconds until *amount* fits (0 now); an oversized amount fits an empty window."""
         self.prune(now)
@@ -359,14 +368,14 @@ class Lane:
         self.paused_until += seconds
         self._throttled_until += seconds
 
-    def statistics(self, now: float) -> LaneStatistics:
+    def statistics(self, now: float, *, prune: bool = True) -> LaneStatistics:
+        """The lane as of *now*; with *prune* false (a read from outside its run) it
+        changes nothing."""
         requests = tokens = 0
         if self.requests is not None:
-            self.requests.prune(now)
-            requests = round(self.requests.total)
+            requests = round(_in_window(self.requests, now, prune=prune))
         if self.tokens is not None:
-            self.tokens.prune(now)
-            tokens = round(self.tokens.total)
+            tokens = round(_in_window(self.tokens, now, prune=prune))
         return LaneStatistics(
             self.key[0],
             self.key[1],
@@ -380,3 +389,10 @@ class Lane:
             max(0.0, self.paused_until - now),
             self.max_wait,
         )
+
+
+def _in_window(window: Window, now: float, *, prune: bool) -> float:
+    if not prune:
+        return window.held(now)
+    window.prune(now)
+    return window.total
