@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Coroutine
 from typing import Any
 
 import pytest
@@ -383,50 +382,6 @@ def test_manage_refuses_what_is_no_model_adapter(model: object) -> None:
     or a missing-argument ``TypeError``."""
     with pytest.raises(TypeError, match=r"^manage needs a model adapter \(with stream\(\)\)"):
         manage(model)  # type: ignore[arg-type]
-
-
-class _AsyncCallable:
-    async def __call__(self, notice: RetryNotice) -> None:
-        await trio.lowlevel.checkpoint()
-
-
-async def _async_on_retry(notice: RetryNotice) -> None:
-    await trio.lowlevel.checkpoint()
-
-
-@pytest.mark.parametrize(
-    "on_retry", [_async_on_retry, _AsyncCallable()], ids=["async-function", "async-callable"]
-)
-def test_manage_refuses_an_async_retry_callback(on_retry: Any) -> None:
-    """``on_retry`` is called, never awaited: an async one is refused when ``manage`` wraps
-    the model, where its coroutine was dropped unawaited at every retry."""
-    with pytest.raises(TypeError, match=r"^manage's on_retry must be a plain callable"):
-        manage(FakeModel([]), on_retry=on_retry)
-
-
-async def test_manage_closes_and_logs_an_awaitable_a_retry_callback_returns(
-    autojump_clock: trio.abc.Clock, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A plain callable that returns a coroutine (a lambda around an async function) is
-    told of the retry; its coroutine is closed, not left unawaited, and the mistake is
-    logged, and the retry still happens."""
-    notices: list[RetryNotice] = []
-
-    async def record(notice: RetryNotice) -> None:
-        await trio.lowlevel.checkpoint()
-        notices.append(notice)
-
-    def relay(notice: RetryNotice) -> Coroutine[Any, Any, None]:
-        return record(notice)
-
-    inner = FakeModel([_rate_limited(0.5), OK])
-    model = manage(inner, retry=RetryPolicy(), on_retry=relay)  # type: ignore[arg-type]
-    with trio.fail_after(100), caplog.at_level(logging.ERROR, logger="retinue.providers"):
-        collected = await collect(model, make_request("hi"))
-    assert collected.assembler.finish is STOP
-    assert (len(inner.started), notices) == (2, [])
-    messages = [r.getMessage() for r in caplog.records if r.name == "retinue.providers"]
-    assert messages == ["an on_retry callback returned an awaitable, which is never awaited"]
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import logging
 import random
@@ -209,13 +210,23 @@ def _check_options(retry: object, admission: object, on_retry: object) -> None:
         )
     if on_retry is not None and not callable(on_retry):
         raise TypeError(f"manage's on_retry must be None or callable, got {on_retry!r}")
-    if inspect.iscoroutinefunction(on_retry) or inspect.iscoroutinefunction(
-        getattr(on_retry, "__call__", None)  # noqa: B004 - an instance's async __call__
-    ):
+    if _is_async(on_retry):
         raise TypeError(
             f"manage's on_retry must be a plain callable, called and never awaited, "
             f"not the async {on_retry!r}"
         )
+
+
+def _is_async(callback: object) -> bool:
+    """Whether calling *callback* makes a coroutine: an async function, or an instance (in
+    a partial or not) whose ``__call__`` is one. A class's call builds an instance."""
+    if inspect.iscoroutinefunction(callback):
+        return True
+    while isinstance(callback, functools.partial):
+        callback = callback.func
+    return not isinstance(callback, type) and inspect.iscoroutinefunction(
+        getattr(callback, "__call__", None)  # noqa: B004 - an instance's async __call__
+    )
 
 
 class _Ended(enum.Enum):
