@@ -107,11 +107,7 @@ class ManagedModel:
                 # One generator for every attempt, not one more within it: each layer of
                 # generators costs every chunk a step of its own.
                 async with self._admit(request, provider) as ticket:
-                    # Counted once admitted: a wait cancelled in admission, or in a
-                    # retry's sleep, called no provider.
-                    self._counts["attempts"] += 1
-                    if attempt > 1:
-                        self._counts["retries"] += 1
+                    self._count_attempt(attempt)
                     async with _closing(model.stream(request)) as chunks:
                         first = await _first(chunks, ticket)
                         if first is _NO_CHUNK:
@@ -124,11 +120,7 @@ class ManagedModel:
                             yield chunk
                 return
             except ProviderError as error:
-                if (
-                    yielded
-                    or attempt >= self.retry.max_attempts
-                    or not self.retry.is_retryable(error)
-                ):
+                if not self._retried(error, attempt, yielded=yielded):
                     self._counts["failures"] += 1
                     raise
                 delay = self.retry.delay(attempt, error, self._rng)
@@ -138,6 +130,18 @@ class ManagedModel:
                 self._counts["failures"] += 1
                 raise
             await trio.sleep(delay)
+
+    def _count_attempt(self, attempt: int) -> None:
+        """Count an admitted attempt: one cancelled in admission, or in a retry's sleep,
+        called no provider, so it is counted only here."""
+        self._counts["attempts"] += 1
+        if attempt > 1:
+            self._counts["retries"] += 1
+
+    def _retried(self, error: ProviderError, attempt: int, *, yielded: bool) -> bool:
+        """Whether *error*, ending *attempt*, is retried: only before a chunk was yielded,
+        with attempts left, and when the policy retries it."""
+        return not yielded and attempt < self.retry.max_attempts and self.retry.is_retryable(error)
 
     def _route(self, request: ModelRequest) -> tuple[Model, str | None]:
         """The model that serves *request*, and the provider it is admitted and reported under.
