@@ -30,7 +30,6 @@ __all__ = [
     "content_text",
     "new_tool_call_id",
     "refuse_blocks",
-    "slot_setters",
     "snapshot_messages",
     "whole",
     "wrong_type",

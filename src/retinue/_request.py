@@ -8,7 +8,7 @@ from typing import final, overload
 
 import attrs
 
-from ._content import Message, check_optional_str, check_str, slot_setters, whole
+from ._content import Message, check_optional_str, check_str, whole
 from ._errors import ConfigError, InvalidJsonError
 from ._lossless import (
     FrozenDict,
@@ -19,6 +19,7 @@ from ._lossless import (
     shown_short,
     writable_int,
 )
+from ._slots import slot_setters
 
 __all__ = [
     "LlmCallConfig",

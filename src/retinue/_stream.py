@@ -7,9 +7,10 @@ from typing import Any, ClassVar, TypeAlias, final
 
 import attrs
 
-from ._content import ContentBlock, bound_set_attribute, set_attribute, slot_setters, whole
+from ._content import ContentBlock, bound_set_attribute, set_attribute, whole
 from ._errors import InvalidJsonError
 from ._lossless import is_count, shown
+from ._slots import slot_setters
 
 __all__ = [
     "Aborted",

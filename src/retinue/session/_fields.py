@@ -15,7 +15,6 @@ from retinue._content import (
     ToolResultBlock,
     as_content,
     bound_set_attribute,
-    slot_setters,
     whole,
     wrong_type,
 )
@@ -49,7 +48,6 @@ __all__ = [
     "outside",
     "schemas",
     "set_attribute",
-    "slot_setters",
     "source_field",
     "storable_prefix",
     "wrong_type",

@@ -18,6 +18,7 @@ from retinue._content import (
 )
 from retinue._errors import InvalidJsonError
 from retinue._lossless import SMALL_INT, JsonValue, freeze_json, joined_surrogates, shown
+from retinue._slots import slot_setters
 from retinue._stream import StreamChunk, Usage
 
 from ._fields import (
@@ -30,7 +31,6 @@ from ._fields import (
     optional_integer,
     outside,
     set_attribute,
-    slot_setters,
     source_field,
     wrong_type,
 )

@@ -21,12 +21,12 @@ from retinue._content import (
     ToolResultBlock,
     as_content,
     refuse_blocks,
-    slot_setters,
     wrong_type,
 )
 from retinue._errors import InvalidJsonError, RetinueError, describe_failure, leaf_error
 from retinue._handle import AgentHandle
 from retinue._lossless import JsonValue, freeze_json
+from retinue._slots import slot_setters
 from retinue.session import ToolErrorInfo
 
 from ._tool import Tool, ToolOutput
