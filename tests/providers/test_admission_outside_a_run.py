@@ -3,6 +3,8 @@ returns, say, to report what the run did."""
 
 from __future__ import annotations
 
+import time
+
 import trio
 import trio.testing
 
@@ -42,3 +44,32 @@ def test_statistics_read_from_a_worker_thread_leave_the_run_s_charges() -> None:
         return from_worker.requests_in_window, in_run.requests_in_window
 
     assert trio.run(admit_then_read_from_a_worker, clock=clock) == (0, 1)
+
+
+def test_statistics_read_from_another_trio_run_leave_the_run_s_charges() -> None:
+    """A read from a worker thread's own ``trio.run`` neither carries the lanes over to that
+    run's clock nor ages out what the admitting run still counts: after three such reads the
+    run's own read, its clock standing still, still sees its charge, where each carry-over
+    counted the real time passed and aged it out."""
+    admission = AdmissionController(AdmissionLimits(requests_per_minute=1, window=0.5))
+    clock = trio.testing.MockClock()
+
+    async def read() -> int:
+        await trio.lowlevel.checkpoint()
+        (lane,) = admission.statistics().lanes
+        return lane.requests_in_window
+
+    def read_in_a_run_of_its_own() -> int:
+        # Real time passes, which a carry-over between the runs' clocks counts as passed.
+        time.sleep(0.2)  # noqa: TID251 - a worker thread, not the run
+        return trio.run(read)
+
+    async def admit_then_read_from_other_runs() -> tuple[list[int], int]:
+        async with admission.admit(provider="p", model="m"):
+            pass
+        seen = [await trio.to_thread.run_sync(read_in_a_run_of_its_own) for _ in range(3)]
+        (in_run,) = admission.statistics().lanes
+        return seen, in_run.requests_in_window
+
+    _, in_run = trio.run(admit_then_read_from_other_runs, clock=clock)
+    assert in_run == 1

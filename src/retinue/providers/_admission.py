@@ -400,18 +400,22 @@ class AdmissionController:
     def statistics(self) -> AdmissionStatistics:
         """A snapshot of every lane; never blocks.
 
-        Outside a trio run (after ``trio.run`` returned, say) each lane is read
-        as of the last run's time plus the real time since, and the read changes
-        nothing: from a worker thread of a run still going, it must not age out
-        charges the run, whose clock may be virtual, still counts.
+        Outside the trio run that admits through it (after ``trio.run`` returned,
+        or from a worker thread, its own ``trio.run`` included) each lane is read as
+        of that run's last time plus the real time since, and the read changes
+        nothing: it must not age out, or carry to another clock, charges the run,
+        whose clock may be virtual, still counts.
         """
         try:
-            self._follow_run()
+            run: trio.lowlevel.TrioToken | None = trio.lowlevel.current_trio_token()
         except RuntimeError:  # no trio run: no clock to read
-            then, real_then = self._seen
-            now = then + (time.perf_counter() - real_then)
-            # Copied at once: the run may add a lane meanwhile.
-            lanes = tuple(self._lanes.values())
-            return AdmissionStatistics(tuple(lane.statistics(now, prune=False) for lane in lanes))
-        now = trio.current_time()
-        return AdmissionStatistics(tuple(lane.statistics(now) for lane in self._lanes.values()))
+            run = None
+        if run is not None and run is self._run:
+            self._follow_run()
+            now = trio.current_time()
+            return AdmissionStatistics(tuple(lane.statistics(now) for lane in self._lanes.values()))
+        then, real_then = self._seen
+        now = then + (time.perf_counter() - real_then)
+        # Copied at once: the run may add a lane meanwhile.
+        lanes = tuple(self._lanes.values())
+        return AdmissionStatistics(tuple(lane.statistics(now, prune=False) for lane in lanes))
