@@ -169,6 +169,8 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
             proxy=proxy,
         )
         proxied._slots = self._slots
+        # One adapter's: closing either refuses the requests waiting on the shared count.
+        proxied._waits = self._waits
         return proxied
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -179,6 +181,10 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
         else:
             del request.headers[SHARD_HEADER]
             preferred = zlib.crc32(key.encode()) % len(self._pools)
+        if self._closed:
+            # Sent again after the close (a redirect's next hop, say): no wait for a slot
+            # that no close would end.
+            raise _closed_error()
         try:
             self._slots.acquire_nowait()
         except trio.WouldBlock:
