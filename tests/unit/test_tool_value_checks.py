@@ -124,15 +124,23 @@ def _short_of_int(x: Annotated[int, Annotated[str, annotated_types.MaxLen(3)]]) 
     return x
 
 
+def _whole_of_int(
+    x: Annotated[int, Annotated[float, annotated_types.Predicate(float.is_integer)]],
+) -> int:
+    return x
+
+
 @pytest.mark.parametrize(
     ("function", "named"),
-    [(_lower_of_int, "str"), (_short_of_int, "str")],
+    [(_lower_of_int, "str"), (_short_of_int, "str"), (_whole_of_int, "float")],
 )
 def test_an_annotated_alias_of_another_type_is_refused_when_decorated(
     function: Callable[..., object], named: str
 ) -> None:
     """R9.7: an ``Annotated`` alias given as metadata of a value of another type than its
-    own would fail every call on its rules: it is refused naming both types."""
+    own would fail every call on its rules: it is refused naming both types. A ``Predicate``
+    of one number type is of another's too (``float.is_integer`` fails on an int), where a
+    bound takes either."""
     with pytest.raises(TypeError, match=rf"\(x\): .*rules of {named}, not of int"):
         tool(function)
 

@@ -311,7 +311,7 @@ def refuse_foreign_aliases(hint: object, metadata: list[object], where: str) -> 
         if typing.get_origin(item) is not typing.Annotated:
             continue
         base, *inner = typing.get_args(item)
-        if not _fits(hint, base):
+        if not _fits(hint, base, numbers_meet=not _holds_predicate(inner)):
             raise TypeError(
                 f"{where}: an Annotated alias given as metadata holds rules of "
                 f"{_type_text(base)}, not of {_type_text(hint)}, the type it annotates: every "
@@ -320,28 +320,45 @@ def refuse_foreign_aliases(hint: object, metadata: list[object], where: str) -> 
         refuse_foreign_aliases(hint, inner, where)
 
 
-def _fits(hint: object, base: object) -> bool:
+def _holds_predicate(metadata: list[object]) -> bool:
+    """Whether *metadata* holds an annotated-types ``Predicate`` or ``Not``: a method of one
+    number type (``float.is_integer``) fails on another, where a bound takes them all."""
+    return any(
+        type(item).__module__ == "annotated_types" and type(item).__name__ in ("Predicate", "Not")
+        for item in _flattened(metadata)
+    )
+
+
+def _fits(hint: object, base: object, *, numbers_meet: bool) -> bool:
     """Whether a value of *hint* may be one of *base*; true where that cannot be told, so only
-    types no value can be both of are refused."""
+    types no value can be both of are refused. With *numbers_meet*, any two number types
+    may be (an int stands for a float, and a bound fits either)."""
     hint, base = _supertype(hint), _supertype(base)
     if hint is base or any(side is Any or side is object for side in (hint, base)):
         return True
     if isinstance(base, TypeVar):
         bounds = base.__constraints__ or (() if base.__bound__ is None else (base.__bound__,))
-        return not bounds or any(_fits(hint, bound) for bound in bounds)
+        return not bounds or any(_fits(hint, bound, numbers_meet=numbers_meet) for bound in bounds)
     for side, members in ((base, typing.get_args(base)), (hint, typing.get_args(hint))):
         origin = typing.get_origin(side)
         if origin is typing.Union or origin is types.UnionType:
             # One member of the hint that may be one of the base's is enough: a null let by
             # is no rule's to judge.
-            return any(_fits(m, base) if side is hint else _fits(hint, m) for m in members)
+            return any(
+                _fits(m, base, numbers_meet=numbers_meet)
+                if side is hint
+                else _fits(hint, m, numbers_meet=numbers_meet)
+                for m in members
+            )
     if typing.get_origin(hint) is typing.Literal:
-        return all(_fits(type(value), base) for value in typing.get_args(hint))
+        return all(
+            _fits(type(value), base, numbers_meet=numbers_meet) for value in typing.get_args(hint)
+        )
     kind, base_kind = typing.get_origin(hint) or hint, typing.get_origin(base) or base
     if not isinstance(kind, type) or not isinstance(base_kind, type):
         return True
-    if issubclass(kind, _NUMBERS) and issubclass(base_kind, _NUMBERS):
-        return True  # an int stands for a float or a complex (PEP 484), a bound fits all three
+    if numbers_meet and issubclass(kind, _NUMBERS) and issubclass(base_kind, _NUMBERS):
+        return True
     try:
         # Either way round: a value of the narrower type is one of both.
         return issubclass(kind, base_kind) or issubclass(base_kind, kind)
