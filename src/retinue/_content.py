@@ -380,10 +380,6 @@ class Message:
         set_attribute(self, "content", content)
 
 
-bound_set_attribute = object.__setattr__.__get__
-"""``object.__setattr__`` bound to one instance: how a frozen class's own ``__init__`` sets its fields."""
-
-
 # Binding costs about what one more call of the unbound function does: a class
 # of two fields sets them unbound; one of three or more built every step uses
 # its slots' setters (slot_setters).

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, TypeAlias, final
 
 import attrs
 
-from ._content import ContentBlock, bound_set_attribute, set_attribute, whole
+from ._content import ContentBlock, set_attribute, whole
 from ._errors import InvalidJsonError
 from ._lossless import is_count, shown
 from ._slots import slot_setters
@@ -211,15 +211,18 @@ class ReasoningDelta:
     type: ClassVar[str] = "reasoning-delta"
 
     def __init__(self, index: int, text: str, signature: str | None = None) -> None:
-        setattr_ = bound_set_attribute(self)
-        setattr_("index", index)
-        setattr_("text", text if type(text) is str and text.isascii() else whole(text))
-        setattr_(
-            "signature",
+        set_index, set_text, set_signature = _SET_REASONING_DELTA
+        set_index(self, index)
+        set_text(self, text if type(text) is str and text.isascii() else whole(text))
+        set_signature(
+            self,
             signature
             if signature is None or (type(signature) is str and signature.isascii())
             else whole(signature),
         )
+
+
+_SET_REASONING_DELTA = slot_setters(ReasoningDelta, "index", "text", "signature")
 
 
 @final

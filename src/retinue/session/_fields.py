@@ -14,7 +14,6 @@ from retinue._content import (
     MessageSource,
     ToolResultBlock,
     as_content,
-    bound_set_attribute,
     whole,
     wrong_type,
 )
@@ -33,7 +32,6 @@ from ._nesting import check_blocks
 __all__ = [
     "NEG_SMALL_INT",
     "as_tuple",
-    "bound_set_attribute",
     "check_turn",
     "check_turn_and_step",
     "content_field",
