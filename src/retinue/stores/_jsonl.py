@@ -345,7 +345,7 @@ class JSONLBackend(SessionFileReads):
             return handle
         for _ in range(ATTEMPTS):
             with opening(session_id):
-                path = self._stored(session_id)
+                path = self._only_stored(session_id)
                 if path is None:
                     raise StoreError(
                         f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND"

@@ -54,6 +54,34 @@ class SessionFileReads:
         left = self._left.get(session_id)
         return None if left is not None and left.path == path else path
 
+    def _only_stored(self, session_id: str) -> Path | None:
+        """:meth:`_stored`, refused if a file of the id lies in another bucket too.
+
+        One creation per id is marked across buckets, so a second file was put
+        there by hand (a copy, a restore): which one is the session's log no
+        file says, and taking the first listed would resume, repair and extend
+        either, as the directory happens to list them.
+        """
+        path = self._stored(session_id)
+        if path is None or session_id in self._open:
+            return path
+        left = self._left.get(session_id)
+        others = [
+            bucket / path.name
+            for bucket in self._buckets()
+            if bucket != path.parent
+            and (bucket / path.name).exists()
+            and (left is None or left.path != bucket / path.name)
+        ]
+        if others:
+            paths = ", ".join(str(each) for each in sorted([path, *others]))
+            raise CorruptSessionError(
+                f"session {session_id!r} is stored in {len(others) + 1} files: {paths}; "
+                "keep its log and remove the others",
+                code="CORRUPT_SESSION",
+            )
+        return path
+
     def _buckets(self) -> list[Path]:
         if not self._root.is_dir():
             return []
@@ -118,7 +146,7 @@ class SessionFileReads:
         ``None`` if not stored."""
         unmeasured = self._unmeasured(session_id)
         if unmeasured is None:
-            path = self._stored(session_id)
+            path = self._only_stored(session_id)
             try:
                 return None if path is None else (path.read_bytes(), path, None)
             except FileNotFoundError:

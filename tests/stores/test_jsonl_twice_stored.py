@@ -1,0 +1,50 @@
+"""A JSONL store whose root holds two files of one id, one per cwd bucket (R11.12): a load
+or a read names both files rather than take whichever the directory lists first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from retinue._errors import CorruptSessionError
+from retinue.stores import JSONLStore
+from retinue.stores._jsonl import session_path
+from tests.stores._jsonl_files_kit import session_of
+
+
+async def _stored_twice(root: Path) -> list[Path]:
+    """Store session ``s1`` of two turns at no cwd, and a copy of one turn at another cwd
+    put beside it by hand (a file copied in): two logs of the one id."""
+    session = session_of("s1", 2)
+    other = session_of("s1", 1, cwd="/elsewhere")
+    async with JSONLStore(root / "store") as store:
+        store.attach_new(session)
+        await store.detach(session)
+    async with JSONLStore(root / "copy") as store:
+        store.attach_new(other)
+        await store.detach(other)
+    placed = session_path(root / "store", other.header)
+    placed.parent.mkdir()
+    session_path(root / "copy", other.header).rename(placed)
+    return sorted([session_path(root / "store", session.header), placed])
+
+
+async def test_jsonl_load_of_an_id_stored_in_two_buckets_names_both_files(
+    tmp_path: Path,
+) -> None:
+    """R11.12, R11.8: a load of an id whose file lies in two cwd buckets is refused,
+    naming both files, and claims neither: which log is the session's no file says."""
+    paths = await _stored_twice(tmp_path)
+    async with JSONLStore(tmp_path / "store") as store:
+        with pytest.raises(CorruptSessionError) as loading:
+            await store.load("s1")
+        with pytest.raises(CorruptSessionError) as reading:
+            await store.inspect("s1")
+        assert await store.exists("s1")
+    named = f"session 's1' is stored in 2 files: {paths[0]}, {paths[1]}; "
+    for caught in (loading, reading):
+        assert (caught.value.code, caught.value.message) == (
+            "CORRUPT_SESSION",
+            named + "keep its log and remove the others",
+        )
