@@ -38,8 +38,8 @@ class EventLog(Sequence[Event]):
         return self._events[index]
 
     def __eq__(self, other: object) -> bool:
-        # By value, as the tuple of events it stands for: a fresh view is made
-        # on every read of Session.events, so identity would make it unequal to itself.
+        # By value, as the tuple of events it stands for: a log compares equal to a list
+        # or tuple of the same events, and to another session's log holding them.
         if not isinstance(other, Sequence) or isinstance(other, str):
             return NotImplemented
         return len(self._events) == len(other) and all(
