@@ -104,9 +104,17 @@ class SessionFileReads:
         header = _header_at(path, parts[0], session_id)
         records = parts[1:-1]
         # A last line lacking only its newline (a hand edit, or a crash cut just that) is a
-        # record to every reader; the writer ends it before its next append.
-        if len(parts) > 1 and parts[-1] and written_whole(parts[-1]):
-            self._keep_fragment(session_id, parts[-1])
+        # record to every reader; the writer ends it before its next append. One naming
+        # another seq than the next is no record the writer appends after (record_of): not
+        # ended, it is the torn tail a load drops, where a line ended out of order is refused.
+        last = parts[-1]
+        if (
+            len(parts) > 1
+            and last
+            and written_whole(last)
+            and not _of_another_seq(last, len(parts) - 2)
+        ):
+            self._keep_fragment(session_id, last)
             records, torn = parts[1:], False
         locate = functools.partial(_event_line, path)
         return StoredLog(header, records, torn_fragment=torn, locate=locate)
@@ -202,6 +210,17 @@ def record_of(line: bytes, seq: int) -> bool:
     except (LongIntError, ValueError, RecursionError):
         return False
     return isinstance(record, dict) and type(record.get("seq")) is int and record["seq"] == seq
+
+
+def _of_another_seq(line: bytes, seq: int) -> bool:
+    """Whether *line*, parsed whole, is a record naming an int seq other than *seq*."""
+    try:
+        record = loads_line(line)
+    except LongIntError as exc:
+        record = exc.parsed
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(record, dict) and type(record.get("seq")) is int and record["seq"] != seq
 
 
 def _header_at(path: Path, line: bytes, session_id: str) -> SessionHeader:

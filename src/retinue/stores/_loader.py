@@ -52,19 +52,21 @@ def recover(
     The committed region (up to the last complete ``turn/end``) must parse with
     contiguous seqs; after it, where *writes_can_tear*, the longest well-formed
     contiguous run is kept and the rest, from a line that does not parse as a
-    JSON object or a seq gap on, is a torn tail to drop. A record written whole
-    that this version cannot read is refused wherever it lies; so is any record
-    a backend whose writes cannot tear cannot read, and any seq gap in it: it
+    JSON object on, is a torn tail to drop. A record written whole that this
+    version cannot read, or that breaks the seq order, is refused wherever it
+    lies; so is any record a backend whose writes cannot tear cannot read: it
     never holds a torn tail. An open final turn gets
     closers (R11.9) when *repair* is set; a repair that drops well-formed
     records logs a warning.
     """
     _check_header(log, session_id)
-    events, bad = _decode_run(log, session_id)
+    events, bad, read_whole = _decode_run(log, session_id)
     dropped = len(log.records) - len(events) + (1 if log.torn_fragment else 0)
     if bad is not None:
         if not writes_can_tear:
             raise _located(log, len(events), _damaged_commit(session_id, bad))
+        if read_whole:
+            raise _located(log, len(events), _out_of_order(session_id, bad))
         following = _check_torn_tail(log, len(events), bad, session_id)
         if following and repair:
             _warn_dropped(session_id, len(events), dropped, following, bad)
@@ -118,17 +120,33 @@ def _check_header(log: StoredLog, session_id: str) -> None:
         )
 
 
-def _decode_run(log: StoredLog, session_id: str) -> tuple[list[Event], str | None]:
-    """Decode the longest well-formed seq-contiguous prefix; say what stopped it."""
+def _decode_run(log: StoredLog, session_id: str) -> tuple[list[Event], str | None, bool]:
+    """Decode the longest well-formed seq-contiguous prefix; say what stopped it, and
+    whether that was a record read whole (a seq gap)."""
     events: list[Event] = []
     for index in range(len(log.records)):
         event = _decode(log, index, session_id)
         if isinstance(event, str):
-            return events, f"event {index} is corrupt ({event})"
+            return events, f"event {index} is corrupt ({event})", False
         if event.seq != index:
-            return events, f"a seq gap (event {index} has seq {event.seq})"
+            return events, f"a seq gap (event {index} has seq {event.seq})", True
         events.append(event)
-    return events, None
+    return events, None, False
+
+
+def _out_of_order(session_id: str, bad: str) -> CorruptSessionError:
+    """The refusal of a record read whole out of seq order, wherever it lies (R11.8).
+
+    A torn write leaves a line that is no JSON object: the pages it lost read
+    as nothing or as zeros, which join the lines around them into one. A whole
+    record out of order was repeated or left out by another hand, and the
+    records after it may be committed (a flush in the open turn commits them).
+    """
+    return CorruptSessionError(
+        f"session {session_id!r}: {bad}: the record was written whole, so no torn write "
+        "left it; nothing is dropped",
+        code="CORRUPT_SESSION",
+    )
 
 
 def _damaged_commit(session_id: str, bad: str) -> CorruptSessionError:
