@@ -377,7 +377,7 @@ async def test_responses_error_event_without_a_code_is_a_stream_error(code: obje
     with pytest.raises(ProviderStreamError) as caught:
         await serve_once("responses", typed_event(event))
     assert (caught.value.code, caught.value.retryable) == ("STREAM_ERROR", False)
-    assert str(caught.value) == "responses stream error: processing failed"
+    assert str(caught.value) == "openai stream, event 1: responses stream error: processing failed"
 
 
 @pytest.mark.parametrize(

@@ -253,22 +253,28 @@ _MALFORMED = "MALFORMED_RESPONSE"
 
 
 def _placed(exc: ProviderStreamError, where: str) -> ProviderStreamError:
-    """The malformed-data error *exc*, saying *where* the data was.
+    """The stream error *exc* (malformed data, or an error the provider reported), saying
+    *where* it came.
 
-    A decoder knows what it could not read, not which adapter read it nor how
-    far into the response: this adds both, so a runtime with several providers
-    can tell whose data it was.
+    A decoder knows what it could not read or what the error said, not which
+    adapter read it nor how far into the response: this adds both, so a
+    runtime with several providers can tell whose stream it was.
     """
-    return ProviderStreamError(f"{where}: {exc.message}", code=_MALFORMED, retryable=exc.retryable)
+    return ProviderStreamError(
+        f"{where}: {exc.message}",
+        code=exc.code,
+        status=exc.status,
+        retry_after=exc.retry_after,
+        retryable=exc.retryable,
+        headers=exc.headers,
+    )
 
 
 def _feed(decoder: StreamDecoder, event: SseEvent, provider: str, number: int) -> list[StreamChunk]:
-    """Decode *event*, the stream's *number*-th; malformed data raises its error naming both."""
+    """Decode *event*, the stream's *number*-th; a stream error raised names both."""
     try:
         return decoder.feed(event)
     except ProviderStreamError as exc:
-        if exc.code != _MALFORMED:
-            raise
         raise _placed(exc, f"{provider} stream, event {number}") from exc
 
 
@@ -285,9 +291,7 @@ def _feed_tail(
         try:
             out.extend(decoder.feed(event))
         except ProviderStreamError as exc:
-            if exc.code != _MALFORMED:
-                raise
-            if not sse.torn:
+            if exc.code != _MALFORMED or not sse.torn:
                 raise _placed(exc, f"{provider} stream, event {number}") from exc
             raise ProviderConnectionError(
                 f"{provider} stream ended inside event {number}: {exc.message}",
@@ -327,18 +331,14 @@ def _close(decoder: StreamDecoder, sse: SseDecoder, provider: str) -> list[Strea
     except ProviderConnectionError as exc:
         raise _cut(exc, provider, sse) from exc.__cause__
     except ProviderStreamError as exc:
-        if exc.code != _MALFORMED:
-            raise
         raise _placed(exc, f"{provider} stream, at its end") from exc
 
 
 def _whole_body_chunks(decoder: StreamDecoder, body: bytes, provider: str) -> list[StreamChunk]:
-    """The chunks of a whole JSON *body*; malformed data raises its error naming the body."""
+    """The chunks of a whole JSON *body*; a stream error raised names the body."""
     try:
         return [*decoder.feed_body(loads_event(body)), *decoder.close()]
     except ProviderStreamError as exc:
-        if exc.code != _MALFORMED:
-            raise
         raise _placed(exc, f"{provider} response body") from exc
 
 
