@@ -79,3 +79,45 @@ async def test_anthropic_delta_only_blocks_stay_allowed() -> None:
     )
     collected = await serve_once("messages", body)
     assert collected.message.content == (Reasoning("hm"), Text("Hi there"))
+
+
+_REDACTED = {"type": "redacted_thinking", "data": "EqkE"}
+_STOPPED_UNSTARTED: dict[str, bytes] = {
+    # The start of a redacted_thinking block, which no delta follows, went missing.
+    "after-other-blocks": _body(
+        {"type": "content_block_stop", "index": 0},
+        _start(_REDACTED, 1),
+        {"type": "content_block_stop", "index": 1},
+        _start({"type": "text", "text": "Hi"}, 2),
+        {"type": "content_block_stop", "index": 2},
+    ),
+    "first-and-only": _body({"type": "content_block_stop", "index": 0}),
+}
+
+
+@pytest.mark.parametrize("body", list(_STOPPED_UNSTARTED.values()), ids=list(_STOPPED_UNSTARTED))
+async def test_an_anthropic_stop_for_a_block_never_started_fails_the_stream(body: bytes) -> None:
+    """R10.3: a ``content_block_stop`` for an index no start or delta opened says a block
+    was lost with its start (a redacted_thinking block is all start): the stream fails as
+    MALFORMED_RESPONSE naming the block, where the answer passed as whole without it."""
+    with pytest.raises(
+        ProviderStreamError, match=r"stop for block 0, which never started"
+    ) as caught:
+        await serve_once("messages", body)
+    assert caught.value.code == "MALFORMED_RESPONSE"
+
+
+async def test_anthropic_stops_of_blocks_left_out_or_opened_by_deltas_pass() -> None:
+    """R10.6: the stop of a server tool's block (left out), of a block its deltas opened,
+    of an empty text block and a second stop of one block all pass."""
+    body = _body(
+        _text("Hi", 0),
+        {"type": "content_block_stop", "index": 0},
+        _start({"type": "server_tool_use", "id": "srv", "name": "web_search", "input": {}}, 1),
+        {"type": "content_block_stop", "index": 1},
+        _start({"type": "text", "text": ""}, 2),
+        {"type": "content_block_stop", "index": 2},
+        {"type": "content_block_stop", "index": 2},
+    )
+    collected = await serve_once("messages", body)
+    assert collected.message.content == (Text("Hi"),)
