@@ -360,8 +360,7 @@ class AnthropicStreamDecoder:
         return self._table.tool_call(index, call_id, name, "")
 
     def _give_held(self, index: object) -> list[StreamChunk]:
-        """What a block holds till its end (a call's input from its start, a thinking
-        block's signature), as its delta."""
+        """What a block holds till its end (a call's input, a thinking signature), as a delta."""
         held = self._held.pop(index, None) if self._held else None
         if held is None:
             return []
