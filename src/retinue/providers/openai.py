@@ -185,10 +185,8 @@ class OpenAIModel(ClientOwner):
             replay_reasoning = _is_deepseek(provider, base_url)
         self._replay_reasoning = replay_reasoning
         # Models this server has sent Chat Completions usage for: a stream of one of them
-        # that ends at its finish reason, before usage and ``[DONE]``, was cut. OpenAI's
-        # own API sends it for every model, so its first stream of one is held to it too.
+        # that ends at its finish reason, before usage and ``[DONE]``, was cut.
         self._usage_models: set[str] = set()
-        self._always_sends_usage = _is_openai(base_url)
         http_client = make_http_client(
             max_connections=max_connections,
             pool_size=pool_size,
@@ -246,8 +244,7 @@ class OpenAIModel(ClientOwner):
         )
         options = body.get("stream_options")
         asked = isinstance(options, dict) and options.get("include_usage") is True
-        known = self._always_sends_usage or request.model in self._usage_models
-        decoder = ChatStreamDecoder(expect_usage=asked and known)
+        decoder = ChatStreamDecoder(expect_usage=asked and request.model in self._usage_models)
         return "/chat/completions", body, decoder
 
     async def _send(
