@@ -369,11 +369,9 @@ class AnthropicStreamDecoder:
         return [self._table.tool_call(index, None, None, held)]
 
     def _end(self, index: int) -> list[StreamChunk]:
-        """A block's end, after what its start held; a block nothing opened lost its start."""
+        """A block's end, after what its start held."""
         out = self._give_held(index)
         end = self._table.end(index)
-        if end is None and index not in self._block_types:
-            raise malformed(f"anthropic messages: a stop for block {index}, which never started")
         return out if end is None else [*out, end]
 
     def _delta(self, index: object, delta: JsonObject) -> list[StreamChunk]:
