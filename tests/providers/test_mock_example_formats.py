@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import random
+import re
 import uuid
 from collections.abc import Callable
 from urllib.parse import urlsplit
@@ -19,6 +20,17 @@ def _email(value: str) -> object:
     local, _, domain = value.partition("@")
     assert local
     assert "." in domain
+    return value
+
+
+def _hostname(value: str) -> object:
+    assert re.fullmatch(r"[a-z0-9-]+(\.[a-z0-9-]+)+", value), value
+    return value
+
+
+def _duration(value: str) -> object:
+    assert re.fullmatch(r"P(\d+D)?(T(\d+H)?(\d+M)?(\d+S)?)?", value), value
+    assert value not in {"P", "PT"}
     return value
 
 
@@ -36,6 +48,8 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "uuid": uuid.UUID,
     "email": _email,
     "uri": _uri,
+    "hostname": _hostname,
+    "duration": _duration,
     "ipv4": ipaddress.IPv4Address,
     "ipv6": ipaddress.IPv6Address,
 }
@@ -68,3 +82,26 @@ def test_a_format_whose_value_breaks_the_strings_bounds_gives_way() -> None:
     value = example_arguments(schema, random.Random(0))["when"]
     assert isinstance(value, str)
     assert len(value) <= 4
+
+
+@pytest.mark.parametrize("form", list(PARSERS))
+def test_each_item_of_a_unique_array_of_a_format_is_one(form: str) -> None:
+    """Items of a unique array of a format each get a value of it: one draw per
+    format gave way to words once the first value was taken."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "items": {
+                "type": "array",
+                "items": {"type": "string", "format": form},
+                "minItems": 12,
+                "uniqueItems": True,
+            }
+        },
+        "required": ["items"],
+    }
+    values = example_arguments(schema, random.Random(7))["items"]
+    assert isinstance(values, list)
+    assert len(set(values)) == len(values) >= 12
+    for value in values:
+        PARSERS[form](value)

@@ -39,6 +39,7 @@ _DEEP = 3
 _DEEPEST = 32
 """Nesting at which a schema that demands deeper values gets ``null``: none would be finite."""
 _TRIES = 24
+_FORMAT_DRAWS = 4
 """Candidates tried for one value before the first is kept, fitting or not."""
 _LARGEST = 10_000
 """The most characters, items or properties a drawn value has, whatever a schema asks:
@@ -264,7 +265,8 @@ class _Draw:
         for node in nodes:
             form = node.get("format")
             if isinstance(form, str) and form in _FORMATS:
-                yield _FORMATS[form](self.rng)
+                # A few, not one: items of a unique array each need a value of their own.
+                yield from (_FORMATS[form](self.rng) for _ in range(_FORMAT_DRAWS))
             pattern = node.get("pattern")
             if isinstance(pattern, str):
                 # A match padded or cut is a near miss, which can make a nested quantifier
@@ -346,8 +348,10 @@ _FORMATS: dict[str, Callable[[random.Random], str]] = {
     "date": lambda rng: _moment(rng)[0],
     "time": lambda rng: _moment(rng)[1],
     "uuid": lambda rng: str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-    "email": lambda rng: f"{rng.choice(WORDS)}@example.com",
-    "uri": lambda rng: f"https://example.com/{rng.choice(WORDS)}",
+    "email": lambda rng: f"{rng.choice(WORDS)}{rng.randrange(1000)}@example.com",
+    "uri": lambda rng: f"https://example.com/{rng.choice(WORDS)}/{rng.randrange(1000)}",
+    "hostname": lambda rng: f"{rng.choice(WORDS)}{rng.randrange(1000)}.example.com",
+    "duration": lambda rng: f"PT{rng.randrange(1, 600)}M",
     "ipv4": lambda rng: f"192.0.2.{rng.randrange(1, 255)}",
     "ipv6": lambda rng: f"2001:db8::{rng.randrange(1, 0xFFFF):x}",
 }
