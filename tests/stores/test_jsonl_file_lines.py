@@ -247,18 +247,18 @@ async def test_jsonl_a_last_line_whole_but_not_the_next_event_takes_no_append(
     tmp_path: Path,
 ) -> None:
     """R11.4, R11.8: a whole last line without its newline is appended after only when it is the
-    next event's record: a copy of the line before it is refused SEQ_CONFLICT, and the file still
-    loads, with no append written after it into a file that no longer loads."""
+    next event's record: after a copy of the line before it the append is refused SEQ_CONFLICT,
+    and the file is left as it was, its load refusing the copy by its line, not dropping it."""
     session, committed = await _stored_ending_in_a_copy(tmp_path)
+    path = session_path(tmp_path, session.header)
+    edited = path.read_bytes()
     refusals: list[StoreError] = []
     with pytest.raises(StoreError, match="could not be drained"):
         await _append_after_the_crash(tmp_path, session, refusals)
     assert [refusal.code for refusal in refusals] == ["SEQ_CONFLICT"]
-    # The copy is dropped as a torn tail, and the turn it cut off is closed on load.
-    loaded = await load_lines(tmp_path, "s1")
-    assert loaded[:committed] == lines(session.events[:committed])
-    assert len(loaded) == committed + 1
-    assert '"interrupted"' in loaded[-1]
+    assert path.read_bytes() == edited
+    await _load_refuses_the_copy(tmp_path, path, committed)
+    assert path.read_bytes() == edited
 
 
 async def test_jsonl_an_inspect_does_not_let_an_append_follow_a_line_not_the_next_event(
@@ -266,14 +266,17 @@ async def test_jsonl_an_inspect_does_not_let_an_append_follow_a_line_not_the_nex
 ) -> None:
     """R11.4, R11.8: a read of the file (``inspect``) judges its whole last line as the writer does:
     a copy of the line before it is no record to append after, so the read does not count it, nor
-    the next flush write after it a file that no longer loads."""
+    the next flush write after it; the file is left for its load to refuse the copy by its line."""
     session, committed = await _stored_ending_in_a_copy(tmp_path)
+    path = session_path(tmp_path, session.header)
+    edited = path.read_bytes()
     codes: list[str] = []
     with pytest.raises(StoreError, match="could not be drained"):
         await _flush_and_inspect_twice(tmp_path, session, codes)
-    assert codes == ["SEQ_CONFLICT", "SEQ_CONFLICT"]
-    loaded = await load_lines(tmp_path, "s1")
-    assert loaded[:committed] == lines(session.events[:committed])
+    assert codes == ["SEQ_CONFLICT", "CORRUPT_SESSION"] * 2
+    assert path.read_bytes() == edited
+    await _load_refuses_the_copy(tmp_path, path, committed)
+    assert path.read_bytes() == edited
 
 
 async def test_jsonl_an_append_after_a_torn_line_names_the_file_and_line_until_a_load(
@@ -310,15 +313,30 @@ async def _append_after_the_crash(root: Path, session: Session, refusals: list[S
 
 
 async def _flush_and_inspect_twice(root: Path, session: Session, codes: list[str]) -> None:
-    """Attach *session* as it is, log a turn, then twice flush it and inspect the file."""
+    """Attach *session* as it is, log a turn, then twice flush it and inspect the file, noting
+    the code of each refusal."""
     async with JSONLStore(root) as store:
         store.attach(session)
         run_turn(session, "after the hand edit")
         for _ in range(2):
-            with pytest.raises(StoreError) as caught:
+            with pytest.raises(StoreError) as flushing:
                 await store.flush(session)
-            codes.append(str(caught.value.code))
-            await store.inspect("s1")
+            with pytest.raises(CorruptSessionError) as reading:
+                await store.inspect("s1")
+            codes += [str(flushing.value.code), str(reading.value.code)]
+
+
+async def _load_refuses_the_copy(root: Path, path: Path, committed: int) -> None:
+    """Load ``s1`` from *root*: refused CORRUPT_SESSION at the copy ending *path*, its
+    *committed* events' last line repeated."""
+    async with JSONLStore(root) as store:
+        with pytest.raises(CorruptSessionError) as caught:
+            await store.load("s1")
+    assert caught.value.code == "CORRUPT_SESSION"
+    assert caught.value.message.startswith(
+        f"{path}, line {committed + 2}: session 's1': a seq gap "
+        f"(event {committed} has seq {committed - 1})"
+    )
 
 
 async def _stored_ending_in_a_copy(root: Path) -> tuple[Session, int]:

@@ -1,5 +1,6 @@
-"""A JSONL log whose open final turn holds a record written whole out of seq order (a line
-repeated or left out by hand): the load refuses it naming the line, and drops nothing (R11.8)."""
+"""A JSONL log holding a record written whole out of seq order (a line repeated or left out by
+hand) in its open final turn, or as its last line, ended or not: the load refuses it naming the
+line, and drops nothing (R11.8)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,33 @@ async def test_jsonl_whole_record_out_of_seq_in_the_open_turn_is_refused(
     assert caught.value.message.startswith(f"{path}, line {index + 2}: session 'mid': a seq gap")
     assert path.read_bytes() == b"\n".join(stored)
     assert len(session.events) > index
+
+
+@pytest.mark.parametrize("ending", [b"\n", b""], ids=["ended", "unended"])
+async def test_jsonl_whole_last_record_out_of_seq_order_is_refused_ended_or_not(
+    tmp_path: Path, ending: bytes
+) -> None:
+    """R11.8: a last line written whole keeps its place as a record whether or not it ends in
+    a newline (a hand edit saved without one), so a committed ``turn/end`` that a line left out
+    puts out of seq order is refused, naming its line, and neither dropped nor replaced by an
+    ``interrupted`` closer."""
+    session = Session.create("s1")
+    async with JSONLStore(tmp_path) as store:
+        store.attach_new(session)
+        run_turn(session, "one")
+        run_turn(session, "two")
+        await store.detach(session)
+    path = session_path(tmp_path, session.header)
+    stored = path.read_bytes().split(b"\n")[:-1]
+    del stored[-2]  # the step/end before the last turn/end
+    edited = b"\n".join(stored) + ending
+    path.write_bytes(edited)
+    async with JSONLStore(tmp_path) as store:
+        with pytest.raises(CorruptSessionError) as caught:
+            await store.load("s1")
+    last = len(stored)
+    assert caught.value.code == "CORRUPT_SESSION"
+    assert caught.value.message.startswith(
+        f"{path}, line {last}: session 's1': a seq gap (event {last - 2} has seq {last - 1})"
+    )
+    assert path.read_bytes() == edited

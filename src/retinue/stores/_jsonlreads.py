@@ -104,24 +104,17 @@ class SessionFileReads:
         header = _header_at(path, parts[0], session_id)
         records = parts[1:-1]
         # A last line lacking only its newline (a hand edit, or a crash cut just that) is a
-        # record to every reader; the writer ends it before its next append. One naming
-        # another seq than the next is no record the writer appends after (record_of): not
-        # ended, it is the torn tail a load drops, where a line ended out of order is refused.
-        last = parts[-1]
-        if (
-            len(parts) > 1
-            and last
-            and written_whole(last)
-            and not _of_another_seq(last, len(parts) - 2)
-        ):
-            self._keep_fragment(session_id, last)
+        # record to every reader, refused as any other if out of seq order; the writer ends
+        # it before its next append, if it is the next event's.
+        if len(parts) > 1 and parts[-1] and written_whole(parts[-1]):
+            self._keep_fragment(session_id, parts[-1])
             records, torn = parts[1:], False
         locate = functools.partial(_event_line, path)
         return StoredLog(header, records, torn_fragment=torn, locate=locate)
 
     def _keep_fragment(self, session_id: str, line: bytes) -> None:
         """Count a last *line* written whole as a record of the file held here, if it is
-        the next event's: the loader drops any other as a torn tail."""
+        the next event's: the loader refuses any other, out of seq order."""
         with self._lock:
             held = self._open.get(session_id)
             if held is not None and held.measured and record_of(line, held.count):
@@ -202,25 +195,14 @@ class SessionFileReads:
 def record_of(line: bytes, seq: int) -> bool:
     """Whether *line*, unterminated, is event *seq*'s record written whole.
 
-    Only such a line lacks nothing but its newline: a load keeps it, and drops
-    any other as a torn tail, which an append after it would leave among events.
+    Only after such a line may an append follow: a load reads any whole line as
+    a record and refuses one out of seq order, with every append after it.
     """
     try:
         record = loads_line(line)
     except (LongIntError, ValueError, RecursionError):
         return False
     return isinstance(record, dict) and type(record.get("seq")) is int and record["seq"] == seq
-
-
-def _of_another_seq(line: bytes, seq: int) -> bool:
-    """Whether *line*, parsed whole, is a record naming an int seq other than *seq*."""
-    try:
-        record = loads_line(line)
-    except LongIntError as exc:
-        record = exc.parsed
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(record, dict) and type(record.get("seq")) is int and record["seq"] != seq
 
 
 def _header_at(path: Path, line: bytes, session_id: str) -> SessionHeader:
