@@ -3,6 +3,7 @@ or a read names both files rather than take whichever the directory lists first.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,8 @@ import pytest
 from retinue._errors import CorruptSessionError
 from retinue.stores import JSONLStore
 from retinue.stores._jsonl import session_path
-from tests.stores._jsonl_files_kit import session_of
+from tests.stores._jsonl_files_kit import load_lines, session_of
+from tests.stores._kit import lines, run_turn
 
 
 async def _stored_twice(root: Path) -> list[Path]:
@@ -48,3 +50,31 @@ async def test_jsonl_load_of_an_id_stored_in_two_buckets_names_both_files(
             "CORRUPT_SESSION",
             named + "keep its log and remove the others",
         )
+
+
+@pytest.mark.parametrize("link", ["linked bucket", "hard link"])
+async def test_jsonl_one_file_reached_from_two_buckets_is_one_log(
+    tmp_path: Path, link: str
+) -> None:
+    """R11.12: a bucket that is a link to another (the one project reached by a second path), or
+    a hard link of the file in another bucket, is the one file under two names: the load takes
+    it, and appends to it, rather than refuse it as two logs and have the one removed."""
+    session = session_of("s1", 2, cwd="/home/me/proj")
+    async with JSONLStore(tmp_path) as store:
+        store.attach_new(session)
+        await store.detach(session)
+    path = session_path(tmp_path, session.header)
+    if link == "linked bucket":
+        (tmp_path / "cwd-000000000000").symlink_to(path.parent.name)
+    else:
+        (tmp_path / "_no-cwd").mkdir()
+        os.link(path, tmp_path / "_no-cwd" / path.name)
+    async with JSONLStore(tmp_path) as store:
+        inspected = await store.inspect("s1")
+        loaded = await store.load("s1")
+        store.attach(loaded)
+        run_turn(loaded, "after")
+        await store.detach(loaded)
+    assert lines(inspected.events) == lines(session.events)
+    assert len(loaded.events) > len(session.events)
+    assert await load_lines(tmp_path, "s1") == lines(loaded.events)

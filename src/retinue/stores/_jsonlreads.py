@@ -55,12 +55,13 @@ class SessionFileReads:
         return None if left is not None and left.path == path else path
 
     def _only_stored(self, session_id: str) -> Path | None:
-        """:meth:`_stored`, refused if a file of the id lies in another bucket too.
+        """:meth:`_stored`, refused if another file of the id lies in another bucket too.
 
         One creation per id is marked across buckets, so a second file was put
         there by hand (a copy, a restore): which one is the session's log no
         file says, and taking the first listed would resume, repair and extend
-        either, as the directory happens to list them.
+        either, as the directory happens to list them. The one file reached
+        from two buckets (a bucket linked to another, a hard link) is one log.
         """
         path = self._stored(session_id)
         if path is None or session_id in self._open:
@@ -70,7 +71,7 @@ class SessionFileReads:
             bucket / path.name
             for bucket in self._buckets()
             if bucket != path.parent
-            and (bucket / path.name).exists()
+            and _another_file(bucket / path.name, path)
             and (left is None or left.path != bucket / path.name)
         ]
         if others:
@@ -203,6 +204,14 @@ def record_of(line: bytes, seq: int) -> bool:
     except (LongIntError, ValueError, RecursionError):
         return False
     return isinstance(record, dict) and type(record.get("seq")) is int and record["seq"] == seq
+
+
+def _another_file(candidate: Path, path: Path) -> bool:
+    """Whether a file is at *candidate* that is not the file at *path*."""
+    try:
+        return not candidate.samefile(path)
+    except FileNotFoundError:
+        return False
 
 
 def _header_at(path: Path, line: bytes, session_id: str) -> SessionHeader:
