@@ -7,8 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
+import trio
 
-from retinue._errors import CorruptSessionError
+from retinue._errors import CorruptSessionError, StoreError
+from retinue.session import Session, TurnStart, TurnTrigger
 from retinue.stores import JSONLStore
 from retinue.stores._jsonl import session_path
 from tests.stores._jsonl_files_kit import load_lines, session_of
@@ -78,3 +80,44 @@ async def test_jsonl_one_file_reached_from_two_buckets_is_one_log(
     assert lines(inspected.events) == lines(session.events)
     assert len(loaded.events) > len(session.events)
     assert await load_lines(tmp_path, "s1") == lines(loaded.events)
+
+
+async def test_jsonl_flush_of_an_id_stored_in_two_buckets_is_refused_naming_both_files(
+    tmp_path: Path,
+) -> None:
+    """R11.12, R11.4: a session attached as it is, without a load, whose id is stored in two
+    buckets, has its flush refused CORRUPT_SESSION naming both files, as a load is, not failed
+    as the store's write failing; another session's flush in the store goes through."""
+    paths = await _stored_twice(tmp_path)
+    refusals: list[StoreError] = []
+    fresh = Session.create("s2")
+    with pytest.raises(StoreError, match="could not be drained"):
+        await _flush_both(tmp_path / "store", fresh, refusals)
+    [refusal] = refusals
+    assert (refusal.code, refusal.message) == (
+        "CORRUPT_SESSION",
+        f"session 's1' is stored in 2 files: {paths[0]}, {paths[1]}; "
+        "keep its log and remove the others",
+    )
+    # Its open turn is closed on load, after the one event it flushed.
+    assert (await load_lines(tmp_path / "store", "s2"))[:1] == lines(fresh.events)
+
+
+async def _flush_both(root: Path, fresh: Session, refusals: list[StoreError]) -> None:
+    """Attach a copy of ``s1`` as it is and the new session *fresh* to a JSONL store at *root*,
+    append to both, and flush them together, noting the refusal of ``s1``'s flush."""
+    async with JSONLStore(root) as store:
+        copy = session_of("s1", 2)
+        store.attach(copy)
+        run_turn(copy, "after")
+        store.attach_new(fresh)
+        fresh.append(TurnStart(1, TurnTrigger("message")))
+
+        async def flush_copy() -> None:
+            with pytest.raises(StoreError) as caught:
+                await store.flush(copy)
+            refusals.append(caught.value)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(flush_copy)
+            nursery.start_soon(store.flush, fresh)

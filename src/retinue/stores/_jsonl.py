@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import final
 
-from retinue._errors import StoreError
+from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
@@ -143,6 +143,9 @@ class JSONLBackend(SessionFileReads):
             handle = self._handle(batch.session_id)
         except StoreError as exc:
             return exc
+        except CorruptSessionError as exc:
+            # Stored in two files (a session attached without a load): its own refusal alone.
+            return StoreError(exc.message, code=exc.code)
         if handle.uncut is not None and not handle.cut_back():
             return self._uncut_error(batch.session_id, handle.uncut)
         try:
