@@ -94,10 +94,10 @@ async def test_jsonl_flush_of_an_id_stored_in_two_buckets_is_refused_naming_both
     with pytest.raises(StoreError, match="could not be drained"):
         await _flush_both(tmp_path / "store", fresh, refusals)
     [refusal] = refusals
+    named = f"session 's1' is stored in 2 files: {paths[0]}, {paths[1]}; "
     assert (refusal.code, refusal.message) == (
         "CORRUPT_SESSION",
-        f"session 's1' is stored in 2 files: {paths[0]}, {paths[1]}; "
-        "keep its log and remove the others",
+        named + "keep its log and remove the others",
     )
     # Its open turn is closed on load, after the one event it flushed.
     assert (await load_lines(tmp_path / "store", "s2"))[:1] == lines(fresh.events)
