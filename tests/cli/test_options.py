@@ -73,15 +73,16 @@ def test_the_list_help_names_each_reason_a_session_is_left_out(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``retinue sessions list --help`` names each stored session ``list`` leaves out: a header it
-    cannot read, one naming another session, and one of a format version this build does not
-    read."""
+    cannot read, one naming another session, one of a format version this build does not read,
+    and an id whose JSONL file lies in two cwd buckets."""
     with pytest.raises(SystemExit) as caught:
         main(["sessions", "list", "--help"])
     assert caught.value.code == 0
     help_text = " ".join(capsys.readouterr().out.split())
     assert (
         "A stored session left out, its header unreadable, naming another session or of a "
-        "format version this build does not read, is named on stderr with the problem"
+        "format version this build does not read, or its JSONL file in two cwd buckets (which "
+        "show and export refuse), is named on stderr with the problem"
     ) in help_text
 
 

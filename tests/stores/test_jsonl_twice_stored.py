@@ -11,8 +11,9 @@ import trio
 
 from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import Session, TurnStart, TurnTrigger
-from retinue.stores import JSONLStore
+from retinue.stores import JSONLStore, Listing, SkippedSession
 from retinue.stores._jsonl import session_path
+from tests.stores._cli_kit import cli
 from tests.stores._jsonl_files_kit import load_lines, session_of
 from tests.stores._kit import lines, run_turn
 
@@ -121,3 +122,43 @@ async def _flush_both(root: Path, fresh: Session, refusals: list[StoreError]) ->
         async with trio.open_nursery() as nursery:
             nursery.start_soon(flush_copy)
             nursery.start_soon(store.flush, fresh)
+
+
+async def test_jsonl_listing_names_an_id_stored_in_two_buckets_as_skipped(tmp_path: Path) -> None:
+    """R11.14, R11.12: a listing leaves out an id whose file lies in two cwd buckets, naming
+    both files with the problem a load of it is refused with, rather than list it twice."""
+    paths = await _stored_twice(tmp_path)
+    async with JSONLStore(tmp_path / "store") as store:
+        listing = await store.listing()
+    named = f"session 's1' is stored in 2 files: {paths[0]}, {paths[1]}; "
+    assert listing == Listing(
+        (), (SkippedSession(str(paths[0]), named + "keep its log and remove the others"),)
+    )
+
+
+async def test_jsonl_listing_lists_one_file_reached_from_two_buckets_once(tmp_path: Path) -> None:
+    """R11.14, R11.12: a bucket linked to another lists its sessions once, as one file each."""
+    session = session_of("s1", 1, cwd="/home/me/proj")
+    async with JSONLStore(tmp_path) as store:
+        store.attach_new(session)
+        await store.detach(session)
+    bucket = session_path(tmp_path, session.header).parent
+    (tmp_path / "cwd-000000000000").symlink_to(bucket.name)
+    async with JSONLStore(tmp_path) as store:
+        listing = await store.listing()
+    assert listing == Listing((session.header,))
+
+
+def test_cli_sessions_list_names_an_id_stored_in_two_buckets_and_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R11.14: ``retinue sessions list`` names on stderr an id stored in two buckets, with both
+    files, lists it on neither line, and exits 1, as ``show`` and ``export`` of it fail."""
+    paths = trio.run(_stored_twice, tmp_path)
+    assert cli("--store", f"jsonl:{tmp_path / 'store'}", "list") == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"retinue sessions list: skipped session 's1' is stored in 2 files: {paths[0]}, "
+        f"{paths[1]}; keep its log and remove the others\n"
+    )

@@ -131,7 +131,8 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         help="list stored sessions (headers only)",
         description="List stored sessions (headers only). A stored session left out, its "
         "header unreadable, naming another session or of a format version this build does "
-        "not read, is named on stderr with the problem, and the status is then 1.",
+        "not read, or its JSONL file in two cwd buckets (which show and export refuse), is "
+        "named on stderr with the problem, and the status is then 1.",
     )
     show = commands.add_parser(
         "show", parents=[common], help="print a session's turns, steps and tools"

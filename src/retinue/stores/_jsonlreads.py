@@ -75,12 +75,7 @@ class SessionFileReads:
             and (left is None or left.path != bucket / path.name)
         ]
         if others:
-            paths = ", ".join(str(each) for each in sorted([path, *others]))
-            raise CorruptSessionError(
-                f"session {session_id!r} is stored in {len(others) + 1} files: {paths}; "
-                "keep its log and remove the others",
-                code="CORRUPT_SESSION",
-            )
+            raise _stored_twice(session_id, [path, *others])
         return path
 
     def _buckets(self) -> list[Path]:
@@ -175,14 +170,17 @@ class SessionFileReads:
 
         A file whose first line cannot be read or parsed, names a session
         stored under another file name or holds a format version this build
-        does not read, is skipped with its problem.
+        does not read, is skipped with its problem; so is an id whose file lies
+        in two buckets, as its load is refused.
         """
-        found = [
-            (path, listed(path)) for bucket in self._buckets() for path in bucket.glob("*.jsonl")
-        ]
+        found = [path for bucket in self._buckets() for path in bucket.glob("*.jsonl")]
         # Copied in one step, after the listing: reads run beside the writer, without its lock.
         left = {held.path for held in self._left.copy().values()}
-        kept = [entry for path, entry in found if path not in left]
+        by_name: dict[str, list[Path]] = {}
+        for path in found:
+            if path not in left:
+                by_name.setdefault(path.name, []).append(path)
+        kept = [_listed_once(paths) for paths in by_name.values()]
         return Listing(
             tuple(entry for entry in kept if isinstance(entry, SessionHeader)),
             tuple(entry for entry in kept if isinstance(entry, SkippedSession)),
@@ -204,6 +202,44 @@ def record_of(line: bytes, seq: int) -> bool:
     except (LongIntError, ValueError, RecursionError):
         return False
     return isinstance(record, dict) and type(record.get("seq")) is int and record["seq"] == seq
+
+
+def _listed_once(paths: list[Path]) -> SessionHeader | SkippedSession | None:
+    """The listing of the files of one name across buckets: the entry of its one file, or
+    a skip naming them all. One file reached from two buckets (a linked bucket) is one."""
+    files = _distinct(paths) if len(paths) > 1 else paths
+    kept = [(path, entry) for path in files if (entry := listed(path)) is not None]
+    if len(kept) < 2:
+        return kept[0][1] if kept else None
+    named = [entry.id for _, entry in kept if isinstance(entry, SessionHeader)]
+    session_id = named[0] if named else kept[0][0].stem
+    problem = _stored_twice(session_id, [path for path, _ in kept]).message
+    return SkippedSession(str(min(path for path, _ in kept)), problem)
+
+
+def _distinct(paths: list[Path]) -> list[Path]:
+    """*paths* less any naming the same file as one before it, or no file."""
+    files: dict[object, Path] = {}
+    for path in paths:
+        try:
+            status = path.stat()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            files[path] = path  # a file it cannot look at is named by the read that fails
+            continue
+        files.setdefault((status.st_dev, status.st_ino), path)
+    return list(files.values())
+
+
+def _stored_twice(session_id: str, paths: list[Path]) -> CorruptSessionError:
+    """The refusal of an id stored in the files at *paths*, in more than one bucket."""
+    named = ", ".join(str(path) for path in sorted(paths))
+    return CorruptSessionError(
+        f"session {session_id!r} is stored in {len(paths)} files: {named}; "
+        "keep its log and remove the others",
+        code="CORRUPT_SESSION",
+    )
 
 
 def _another_file(candidate: Path, path: Path) -> bool:
