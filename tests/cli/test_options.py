@@ -108,3 +108,18 @@ def test_the_import_help_says_what_it_refuses(capsys: pytest.CaptureFixture[str]
     assert caught.value.code == 0
     help_text = " ".join(capsys.readouterr().out.split())
     assert "is refused, naming the file and line, and nothing is stored" in help_text
+
+
+def test_the_export_help_says_a_record_out_of_seq_order_fails_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """R11.8: ``retinue sessions export --help`` says that a stored record written whole out of
+    seq order is no torn tail left out: the export fails naming its file and line."""
+    with pytest.raises(SystemExit) as caught:
+        main(["sessions", "export", "--help"])
+    assert caught.value.code == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "A record written whole out of seq order (a line repeated or left out by hand) is no "
+        "torn tail: the export fails, naming its file and line, and writes nothing."
+    ) in help_text

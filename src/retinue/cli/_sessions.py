@@ -144,7 +144,9 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         help="write a session as JSONL",
         description="Write a session as JSONL. Stored records a load would discard as a "
         "torn tail are left out: the events before them are written, the torn tail is "
-        "noted on stderr, and the status is then 1. A JSONL file's last line not yet "
+        "noted on stderr, and the status is then 1. A record written whole out of seq order "
+        "(a line repeated or left out by hand) is no torn tail: the export fails, naming "
+        "its file and line, and writes nothing. A JSONL file's last line not yet "
         "ended is left out unnoted: a live writer may still be writing it. An --output "
         "that is the store's own file, or lies in its directory, is refused.",
     )
