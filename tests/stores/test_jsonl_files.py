@@ -347,7 +347,7 @@ async def test_jsonl_a_file_gone_between_its_lookup_and_its_read_is_not_stored(
     async with JSONLStore(tmp_path) as store:
         store.attach_new(session)
         await store.detach(session)
-    found = JSONLBackend._stored
+    found = JSONLBackend._only_stored
 
     def found_then_removed(backend: JSONLBackend, session_id: str) -> Path | None:
         path = found(backend, session_id)
@@ -355,7 +355,7 @@ async def test_jsonl_a_file_gone_between_its_lookup_and_its_read_is_not_stored(
             path.unlink()
         return path
 
-    monkeypatch.setattr(JSONLBackend, "_stored", found_then_removed)
+    monkeypatch.setattr(JSONLBackend, "_only_stored", found_then_removed)
     async with JSONLStore(tmp_path, create=False) as reader:
         with pytest.raises(StoreError) as caught:
             await reader.inspect("s1")

@@ -63,20 +63,16 @@ class SessionFileReads:
         either, as the directory happens to list them. The one file reached
         from two buckets (a bucket linked to another, a hard link) is one log.
         """
-        path = self._stored(session_id)
-        if path is None or session_id in self._open:
-            return path
+        if session_id in self._open:
+            return self._stored(session_id)
+        name = f"{file_stem(session_id)}.jsonl"
+        found = _distinct([bucket / name for bucket in self._buckets()])
+        # Looked up after the files were found: a write in another thread may leave one meanwhile.
         left = self._left.get(session_id)
-        others = [
-            bucket / path.name
-            for bucket in self._buckets()
-            if bucket != path.parent
-            and _another_file(bucket / path.name, path)
-            and (left is None or left.path != bucket / path.name)
-        ]
-        if others:
-            raise _stored_twice(session_id, [path, *others])
-        return path
+        files = [path for path in found if left is None or left.path != path]
+        if len(files) > 1:
+            raise _stored_twice(session_id, files)
+        return files[0] if files else None
 
     def _buckets(self) -> list[Path]:
         if not self._root.is_dir():
@@ -223,7 +219,7 @@ def _distinct(paths: list[Path]) -> list[Path]:
     for path in paths:
         try:
             status = path.stat()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError:
             files[path] = path  # a file it cannot look at is named by the read that fails
@@ -240,14 +236,6 @@ def _stored_twice(session_id: str, paths: list[Path]) -> CorruptSessionError:
         "keep its log and remove the others",
         code="CORRUPT_SESSION",
     )
-
-
-def _another_file(candidate: Path, path: Path) -> bool:
-    """Whether a file is at *candidate* that is not the file at *path*."""
-    try:
-        return not candidate.samefile(path)
-    except FileNotFoundError:
-        return False
 
 
 def _header_at(path: Path, line: bytes, session_id: str) -> SessionHeader:
