@@ -3,6 +3,7 @@ or a read names both files rather than take whichever the directory lists first.
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -35,6 +36,17 @@ async def _stored_twice(root: Path) -> list[Path]:
     return sorted([session_path(root / "store", session.header), placed])
 
 
+def _unlocked(path: Path) -> bool:
+    """Whether no writer holds the file at *path* locked (a claim of it does)."""
+    with path.open("rb") as file:
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(file, fcntl.LOCK_UN)
+        return True
+
+
 async def test_jsonl_load_of_an_id_stored_in_two_buckets_names_both_files(
     tmp_path: Path,
 ) -> None:
@@ -47,6 +59,7 @@ async def test_jsonl_load_of_an_id_stored_in_two_buckets_names_both_files(
         with pytest.raises(CorruptSessionError) as reading:
             await store.inspect("s1")
         assert await store.exists("s1")
+        assert [_unlocked(path) for path in paths] == [True, True]
     named = f"session 's1' is stored in 2 files: {paths[0]}, {paths[1]}; "
     for caught in (loading, reading):
         assert (caught.value.code, caught.value.message) == (

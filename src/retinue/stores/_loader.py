@@ -60,12 +60,12 @@ def recover(
     records logs a warning.
     """
     _check_header(log, session_id)
-    events, bad, read_whole = _decode_run(log, session_id)
+    events, bad, out_of_order = _decode_run(log, session_id)
     dropped = len(log.records) - len(events) + (1 if log.torn_fragment else 0)
     if bad is not None:
         if not writes_can_tear:
             raise _located(log, len(events), _damaged_commit(session_id, bad))
-        if read_whole:
+        if out_of_order:
             raise _located(log, len(events), _out_of_order(session_id, bad))
         following = _check_torn_tail(log, len(events), bad, session_id)
         if following and repair:
@@ -122,7 +122,7 @@ def _check_header(log: StoredLog, session_id: str) -> None:
 
 def _decode_run(log: StoredLog, session_id: str) -> tuple[list[Event], str | None, bool]:
     """Decode the longest well-formed seq-contiguous prefix; say what stopped it, and
-    whether that was a record read whole (a seq gap)."""
+    whether that was a record out of seq order (a seq gap) rather than one that is corrupt."""
     events: list[Event] = []
     for index in range(len(log.records)):
         event = _decode(log, index, session_id)
