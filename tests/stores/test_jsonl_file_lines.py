@@ -248,14 +248,21 @@ async def test_jsonl_a_last_line_whole_but_not_the_next_event_takes_no_append(
 ) -> None:
     """R11.4, R11.8: a whole last line without its newline is appended after only when it is the
     next event's record: after a copy of the line before it the append is refused SEQ_CONFLICT,
-    and the file is left as it was, its load refusing the copy by its line, not dropping it."""
+    naming the line as a whole record out of seq order (no crash's), and the file is left as it
+    was, its load refusing the copy by its line, not dropping it."""
     session, committed = await _stored_ending_in_a_copy(tmp_path)
     path = session_path(tmp_path, session.header)
     edited = path.read_bytes()
     refusals: list[StoreError] = []
     with pytest.raises(StoreError, match="could not be drained"):
         await _append_after_the_crash(tmp_path, session, refusals)
-    assert [refusal.code for refusal in refusals] == ["SEQ_CONFLICT"]
+    [refusal] = refusals
+    where = f"session 's1': {path}, line {committed + 2}"
+    assert refusal.code == "SEQ_CONFLICT"
+    assert refusal.message == (
+        f"{where} is a record written whole but not event {committed}'s: nothing is appended "
+        "after it, and a load refuses it (R11.8)"
+    )
     assert path.read_bytes() == edited
     await _load_refuses_the_copy(tmp_path, path, committed)
     assert path.read_bytes() == edited

@@ -16,7 +16,7 @@ from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch
-from ._common import already_exists, cannot_open, refuse_nul
+from ._common import already_exists, cannot_open, refuse_nul, written_whole
 from ._jsonlfiles import (
     ATTEMPTS,
     SessionFile,
@@ -428,11 +428,25 @@ def _unterminated_line(handle: SessionFile) -> bytes:
 
 
 def _after_torn_line(session_id: str, handle: SessionFile) -> StoreError:
-    """The refusal of an append after a line a crash cut short, naming the file and line."""
+    """The refusal of an append after a line a crash cut short, naming the file and line.
+
+    A line that parses whole was put there by hand, out of seq order (the writer
+    counted the next event's): no load cuts it off, it refuses it.
+    """
+    where = f"session {session_id!r}: {handle.path}, line {handle.count + 2}"
+    try:
+        whole = written_whole(_unterminated_line(handle))
+    except OSError:
+        whole = False  # the refusal stands; only its words are the crash's
+    if whole:
+        return StoreError(
+            f"{where} is a record written whole but not event {handle.count}'s: nothing is "
+            "appended after it, and a load refuses it (R11.8)",
+            code="SEQ_CONFLICT",
+        )
     return StoreError(
-        f"session {session_id!r}: {handle.path}, line {handle.count + 2} is a write a crash "
-        "cut short (no committed event): nothing is appended after it until a load of the "
-        "session cuts it off (R11.8)",
+        f"{where} is a write a crash cut short (no committed event): nothing is appended "
+        "after it until a load of the session cuts it off (R11.8)",
         code="SEQ_CONFLICT",
     )
 
