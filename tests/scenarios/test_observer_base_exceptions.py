@@ -106,3 +106,29 @@ async def test_an_observer_system_exit_on_turn_end_leaves_the_turn_as_it_ended(
         assert (await agent.ask("again")).reason.kind == "completed"
         assert len(of_type(agent.session.events, "turn/end")) == 2
         check_session_invariants(agent.session.events)
+
+
+async def test_a_turn_end_observer_raising_every_turn_never_restarts_or_disposes_the_agent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.44, R7.48: a ``turn/end`` observer raising an ``Exception`` on every turn is logged
+    and contained: no ``agent/error``, no driver restart, and the agent serves turn after turn
+    (a driver crash a turn would dispose it at the second, by the default restart policy)."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    with trio.fail_after(60):
+        async with runtime(model) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            errors: list[BaseException] = []
+            restarts: list[BaseException] = []
+            rt.hooks.on("agent/error", lambda *args: errors.append(args[-1]), agent=agent)
+            rt.hooks.on("agent/restarted", lambda *args: restarts.append(args[-1]), agent=agent)
+            agent.session.observe(_raising_on("turn/end", RuntimeError("turn/end observer")))
+            for turn, prompt in enumerate(("one", "two", "three"), start=1):
+                result = await agent.ask(prompt)
+                assert (result.turn, result.reason.kind) == (turn, "completed")
+            await agent.wait_idle()
+            assert errors == []
+            assert restarts == []
+            assert agent.status == "idle"
+            assert len(of_type(agent.session.events, "turn/end")) == 3
+            check_session_invariants(agent.session.events)
