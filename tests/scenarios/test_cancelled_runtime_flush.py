@@ -110,6 +110,37 @@ async def test_a_turn_ended_by_cancelling_the_scope_around_the_runtime_is_flushe
     check_session_invariants(events)
 
 
+@pytest.mark.parametrize("where", ["hang", "tools"])
+async def test_a_turn_ended_by_dispose_is_flushed_and_heard_before_the_agent_is_disposed(
+    autojump_clock: trio.testing.MockClock, where: str
+) -> None:
+    """R12.9: ``agent.dispose()`` in the middle of a turn (waiting on the model, or in a tool
+    call) waits for quiescence, the final flush and its ``session/flush`` listeners included,
+    before ``agent/disposed`` and the store's detach, as a cancel around the runtime does."""
+    model = ScriptedModel(
+        {"tools": [CallTools([ToolCallSpec("nap", '{"seconds": 1000}')])], "hang": [Hang("hm")]}
+    )
+    order: list[str] = []
+    results: list[retinue.TurnResult] = []
+
+    async def ask(agent: retinue.Agent) -> None:
+        results.append(await agent.ask("go"))
+
+    with trio.fail_after(DEADLINE):
+        async with retinue.open_runtime(models=model, tools=[nap], store=_OrderStore(order)) as rt:
+            agent = await rt.create_agent(where, AgentOptions(model=where))
+            _record(rt, agent, order)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask, agent)
+                await trio.sleep(10)
+                await agent.dispose()
+            assert order == _final_flush(agent.session.events)
+    events = agent.session.events
+    assert [(result.turn, result.reason.kind) for result in results] == [(1, "disposed")]
+    assert turn_ends(events) == ["disposed"]
+    check_session_invariants(events)
+
+
 def _blocking_tool(started: trio.Event) -> retinue.Tool:
     @retinue.tool
     async def block() -> str:
