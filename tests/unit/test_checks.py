@@ -12,7 +12,7 @@ from typing import cast
 import pytest
 
 from retinue._content import Text, ToolCall
-from retinue._request import LlmCallConfig, MessageHistory
+from retinue._request import LlmCallConfig, MessageHistory, ToolSchema
 from retinue._stream import TextDelta
 from retinue.session import (
     SURFACE_TYPES,
@@ -29,8 +29,10 @@ from retinue.session import (
     StepEnd,
     StepStart,
     SurfaceOp,
+    SystemEdit,
     ToolCallEvent,
     ToolResultEvent,
+    ToolsDelta,
     TurnEnd,
     TurnEndReason,
     TurnStart,
@@ -329,3 +331,53 @@ def test_check_history_replay_detects_a_diverging_derivation(monkeypatch) -> Non
     monkeypatch.setattr(Session, "derive_messages", lambda _self: MessageHistory([]))
     with pytest.raises(InvariantError, match="differs"):
         check_history_replay(good_log())
+
+
+SYSTEM_HEADER = RequestHeader(EpochHeader(LlmCallConfig("m"), system="one line"), "initial")
+
+
+@pytest.mark.parametrize(
+    "delta",
+    [
+        RequestHeaderDelta(system=SystemEdit(5, 0)),
+        RequestHeaderDelta(tools=ToolsDelta(removed=("absent",))),
+        RequestHeaderDelta(tools=ToolsDelta(changed=(ToolSchema("absent", "d", {}),))),
+    ],
+    ids=["system-keeps-more-lines", "removes-a-missing-tool", "changes-a-missing-tool"],
+)
+def test_check_session_invariants_r8_5_a_header_delta_folds_into_the_header(
+    delta: RequestHeaderDelta,
+) -> None:
+    """R8.3, R8.5: a request/header-delta amends the folded header; one a session cannot
+    fold onto it (it was not made from that header) is refused, as a session refuses it."""
+    events = log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        SYSTEM_HEADER,
+        StepEnd(1, 1),
+        StepStart(1, 2),
+        delta,
+        StepEnd(1, 2),
+        TurnEnd(1, DONE),
+    )
+    with pytest.raises(InvariantError, match=r"seq 5 \(request/header-delta\): R8\.5: "):
+        check_session_invariants(events)
+
+
+def test_check_session_invariants_folds_header_deltas_that_apply() -> None:
+    """R8.3: deltas that fold onto the header before them pass, each onto the last fold."""
+    tool = ToolSchema("lookup", "d", {})
+    events = log(
+        TurnStart(1, TRIGGER),
+        StepStart(1, 1),
+        SYSTEM_HEADER,
+        StepEnd(1, 1),
+        StepStart(1, 2),
+        RequestHeaderDelta(system=SystemEdit(1, 0, ("two",)), tools=ToolsDelta(added=(tool,))),
+        StepEnd(1, 2),
+        StepStart(1, 3),
+        RequestHeaderDelta(system=SystemEdit(2, 0), tools=ToolsDelta(removed=("lookup",))),
+        StepEnd(1, 3),
+        TurnEnd(1, DONE),
+    )
+    check_session_invariants(events)

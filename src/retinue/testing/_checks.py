@@ -14,6 +14,7 @@ from retinue.session import (
     AssistantChunk,
     AssistantMessage,
     CustomEvent,
+    EpochHeader,
     Event,
     Replace,
     RequestHeader,
@@ -27,6 +28,7 @@ from retinue.session import (
     ToolResultEvent,
     TurnEnd,
     TurnStart,
+    fold_header,
 )
 
 from ._history_fold import check_history_calls, fold_messages
@@ -173,7 +175,8 @@ class _Walk:
     calls: _CallLedger = attrs.field(factory=_CallLedger)
     output: StepOutput = attrs.field(factory=StepOutput)
     surface: SurfaceWalk = attrs.field(factory=SurfaceWalk)
-    header_seen: bool = False
+    header: EpochHeader | None = None
+    """The header folded so far (R8.3)."""
 
     def check(self, event: Event) -> None:
         data = event.data
@@ -249,10 +252,13 @@ class _Walk:
     def _header(self, event: Event, data: RequestHeader | RequestHeaderDelta) -> None:
         if self.step is not None:
             self.output.header(event)
-        if isinstance(data, RequestHeader):
-            self.header_seen = True
-        elif not self.header_seen:
+        if isinstance(data, RequestHeaderDelta) and self.header is None:
             raise _fail(event, "R4.18", "request/header-delta before the first request/header")
+        try:
+            self.header = fold_header(self.header, data)
+        except (SessionError, TypeError) as error:
+            # A delta not made from the header it follows: a session refuses it at append.
+            raise _fail(event, "R8.5", f"does not fold onto the header: {error}") from error
 
 
 def _stamped(turn: object, step: object, open_step: tuple[int | None, int]) -> bool:
@@ -301,6 +307,7 @@ def check_session_invariants(events: Iterable[Event]) -> None:
     step ends), R9.17 (a step's results in the model's call order, each
     sourced from its own ``tool/call`` when it names a source), R4.16 (turn
     numbers +1, steps from 1), R4.18 (no header delta before a header),
+    R8.5 (each header delta folds onto the header before it, as a session folds it),
     R4.19 (a replace names a range of the current surface, its start not
     after its end, every replaced seq among its ``source_event_seqs``),
     R4.22 (source seqs), and :func:`check_no_dangling_tool_calls`. A log may
