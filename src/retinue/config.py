@@ -478,8 +478,15 @@ def with_overrides(config: LoopConfig, overrides: Mapping[str, Identity]) -> Loo
 
     Raises :class:`~retinue.ConfigError` for overrides that are not a mapping,
     a label no entry has or several entries share, a value that is not an
-    :class:`Identity`, or two entries left naming the same session.
+    :class:`Identity`, or two entries left naming the same session, and
+    ``TypeError`` for a *config* that is no :class:`LoopConfig`.
     """
+    if not isinstance(config, LoopConfig):
+        # A table or a path read as one would fail on its missing agents, naming neither.
+        raise TypeError(
+            "with_overrides: config must be a LoopConfig (from parse_config or load_config), "
+            f"got {shown_short(config)}"
+        )
     _check_labels(config, overrides)
     agents = tuple(
         _overridden(index, entry, overrides) for index, entry in enumerate(config.agents)

@@ -137,6 +137,17 @@ def test_an_override_for_a_label_several_entries_share_is_refused_as_ambiguous()
     assert with_overrides(shared, {"b": Identity("own")}).agents[1].session_id == "own"
 
 
+@pytest.mark.parametrize(
+    "config", [{"agents": [{"id": "helper"}]}, "retinue.toml", None], ids=["table", "path", "none"]
+)
+def test_with_overrides_refuses_a_config_that_is_no_loop_config(config: object) -> None:
+    """R13.5: the overrides replace identities of a loaded LoopConfig; a table or a path given
+    instead is refused naming the parameter and where a LoopConfig comes from, not with an
+    AttributeError on its agents."""
+    with pytest.raises(TypeError, match=r"^with_overrides: config must be a LoopConfig \(from "):
+        with_overrides(config, {"helper": Identity("x")})  # type: ignore[arg-type]
+
+
 # -- R13.6 the editable cap -----------------------------------------------------------------
 
 
