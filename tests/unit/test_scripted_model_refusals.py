@@ -155,6 +155,13 @@ def test_scripted_model_tool_loop_refuses_arguments_that_are_no_mapping() -> Non
         ScriptedModel.tool_loop(["a"], arguments=[("a", "{}")])  # type: ignore[arg-type]
 
 
+def test_scripted_model_tool_loop_names_unknown_arguments_keys_of_any_type() -> None:
+    """``arguments`` keys that name no tool are listed whatever their types, not lost to a
+    ``'<' not supported between instances of 'str' and 'int'`` from sorting them."""
+    with pytest.raises(ValueError, match=r"^arguments names tools not in tool_names: \['b', 1\]$"):
+        ScriptedModel.tool_loop(["a"], arguments={"b": "{}", 1: "{}"})  # type: ignore[dict-item]
+
+
 def test_scripted_call_tools_refuses_an_empty_list_pointing_to_raw_chunks() -> None:
     """A ``CallTools`` step asks for at least one call; ``RawChunks`` covers the edge case."""
     with pytest.raises(ValueError, match=r"calls must hold at least one call.*RawChunks"):

@@ -261,8 +261,9 @@ class ScriptedModel:
         # Pairs in a list would be read as unknown names below, naming the wrong fault.
         if not isinstance(given, Mapping):
             raise TypeError(f"arguments must map tool names to JSON text, got {shown_short(given)}")
-        # A misspelt name would leave its tool called with "{}", unnoticed.
-        unknown = sorted(set(given) - set(tool_names))
+        # A misspelt name would leave its tool called with "{}", unnoticed. Sorted by repr:
+        # keys of several types (a str and an int) do not compare.
+        unknown = sorted(set(given) - set(tool_names), key=repr)
         if unknown:
             raise ValueError(f"arguments names tools not in tool_names: {unknown}")
         specs = [
