@@ -172,6 +172,18 @@ def test_rebuild_checked_model_refuses_what_would_fail_every_request(
         RebuildCheckedModel(model, sessions)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    "runtime", [None, "rt", ScriptedModel([Reply("x")])], ids=["none", "str", "a-model"]
+)
+def test_rebuild_checked_model_follows_only_a_runtime(runtime: object) -> None:
+    """R8.9: ``follow`` takes the runtime whose agents' requests it checks; anything else is refused
+    when given, rather than ending every later request's turn with "'NoneType' object has no
+    attribute 'agents'" while ``failures`` stays empty and nothing is checked."""
+    model = RebuildCheckedModel(ScriptedModel([Reply("x")]))
+    with pytest.raises(TypeError, match=r"^follow needs a Runtime \(from open_runtime\), got "):
+        model.follow(runtime)  # type: ignore[arg-type]
+
+
 def test_tool_loop_refuses_a_bare_string_of_tool_names() -> None:
     """A str is a sequence of names, so it is refused: "lookup" would call tools "l" and "o", and
     the turn still complete."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 
 from retinue._callables import check_callable
-from retinue._lossless import same_json
+from retinue._lossless import same_json, shown_short
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
 from retinue.providers import Model
@@ -117,7 +117,16 @@ class RebuildCheckedModel:
         """Every failed check, in order."""
 
     def follow(self, runtime: Runtime) -> None:
-        """Check the requests of *runtime*'s agents, finding each by its session id."""
+        """Check the requests of *runtime*'s agents, finding each by its session id.
+
+        Raises:
+            TypeError: *runtime* is no :class:`~retinue.supervisors.Runtime`: every
+                later request would fail its turn naming neither, and none be checked.
+        """
+        if not isinstance(runtime, Runtime):
+            raise TypeError(
+                f"follow needs a Runtime (from open_runtime), got {shown_short(runtime)}"
+            )
 
         def session_of(session_id: str) -> Session | None:
             agent = runtime.agents.get(session_id)
