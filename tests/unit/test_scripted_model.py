@@ -136,6 +136,18 @@ async def test_scripted_model_generated_call_ids_are_unique_per_stream() -> None
     assert delta_ids == end_ids
 
 
+async def test_scripted_model_generated_call_ids_skip_the_ids_its_step_names() -> None:
+    """A call without an id never gets the id another call of its step names: ids stay unique
+    in the stream (a repeated id fails the turn DUPLICATE_TOOL_CALL_ID), the named one kept."""
+    step = CallTools([ToolCallSpec("a", id="call_1_1"), ToolCallSpec("b"), ToolCallSpec("c")])
+    model = ScriptedModel([step])
+    content = assembled(await play(model)).message().content
+    ids = [block.id for block in content if isinstance(block, ToolCall)]
+    assert ids[0] == "call_1_1"
+    assert ids[2] == "call_1_2"
+    assert len(set(ids)) == 3
+
+
 async def test_scripted_model_cut_at_max_tokens_leaves_tool_calls_unclosed() -> None:
     """R7.36: a max-tokens step streams truncated, unclosed tool calls and finishes max-tokens."""
     step = CutAtMaxTokens("partial", tool_calls=[ToolCallSpec("t", '{"x": ', id="c")])

@@ -382,6 +382,9 @@ def _with_ids(plan: Plan, stream_number: int) -> list[StreamChunk]:
     chunks = list(plan.chunks)
     for ordinal, delta_at, delta, end_at, call in plan.id_slots:
         call_id = f"call_{stream_number}_{ordinal}"
+        while call_id in plan.named_ids:
+            # A call of the step is given this id: a second would fail the turn.
+            call_id += "_"
         chunks[delta_at] = ToolCallDelta(delta.index, call_id, delta.arguments_delta, delta.name)
         if end_at is not None:
             chunks[end_at] = BlockEnd(delta.index, ToolCall(call_id, call.name, call.arguments))

@@ -173,13 +173,15 @@ class IdSlot(NamedTuple):
 class Plan:
     """A step's pre-built chunks and how the stream ends after them.
 
-    ``id_slots`` are its tool calls without an id, which each stream gives one.
+    ``id_slots`` are its tool calls without an id, which each stream gives one
+    that none of ``named_ids``, the ids its other calls are given, is.
     """
 
     chunks: tuple[StreamChunk, ...]
     ending: Ending = "finish"
     id_slots: tuple[IdSlot, ...] = ()
     error: BaseException | None = None
+    named_ids: frozenset[str] = frozenset()
 
 
 @attrs.define(eq=False)
@@ -188,6 +190,7 @@ class _Builder:
 
     chunks: list[StreamChunk] = attrs.field(factory=list)
     id_slots: list[IdSlot] = attrs.field(factory=list)
+    named_ids: set[str] = attrs.field(factory=set)
     index: int = 0
     calls: int = 0
 
@@ -220,6 +223,8 @@ class _Builder:
             self.chunks.append(BlockEnd(index, call))
         if spec.id is None:
             self.id_slots.append(IdSlot(ordinal, delta_at, first_delta, end_at, call))
+        else:
+            self.named_ids.add(spec.id)
 
     def end(self, usage: Usage | None, reason: FinishReason) -> None:
         if usage is not None:
@@ -227,7 +232,8 @@ class _Builder:
         self.chunks.append(Finish(reason))
 
     def plan(self, ending: Ending = "finish", error: BaseException | None = None) -> Plan:
-        return Plan(tuple(self.chunks), ending, tuple(self.id_slots), error)
+        named = frozenset(self.named_ids)
+        return Plan(tuple(self.chunks), ending, tuple(self.id_slots), error, named)
 
     def _start(self, block_type: str) -> int:
         index, self.index = self.index, self.index + 1
