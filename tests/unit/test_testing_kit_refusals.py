@@ -184,6 +184,28 @@ def test_rebuild_checked_model_follows_only_a_runtime(runtime: object) -> None:
         model.follow(runtime)  # type: ignore[arg-type]
 
 
+def _no_session(_session_id: str) -> Any:
+    """A session lookup breaking its contract: what it returns is no session."""
+    return "not a session"
+
+
+async def test_rebuild_checked_model_names_a_session_lookup_returning_no_session(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """R8.9: a ``sessions`` lookup that returns something other than a Session or None fails
+    the request naming the lookup and what it returned, not with "'str' object has no
+    attribute 'events'" from the check it was handed to."""
+    model = RebuildCheckedModel(ScriptedModel([Reply("x")]), _no_session)
+    with trio.fail_after(10):
+        async with retinue.open_runtime(models=model) as rt:
+            agent = await rt.create_agent("writer", AgentOptions(model="scripted"))
+            result = await agent.ask("hello")
+    assert result.reason.kind == "error"
+    assert result.reason.message == (
+        f"sessions({agent.id!r}) must return a Session or None, got 'not a session'"
+    )
+
+
 def test_tool_loop_refuses_a_bare_string_of_tool_names() -> None:
     """A str is a sequence of names, so it is refused: "lookup" would call tools "l" and "o", and
     the turn still complete."""

@@ -141,6 +141,7 @@ class RebuildCheckedModel:
             InvariantError: the log does not rebuild *request*, or *request*
                 names a session but no runtime is followed and no *sessions*
                 was given, so nothing could check it.
+            TypeError: *sessions* returned neither a session nor ``None``.
         """
         try:
             session = self._session_of(request)
@@ -162,4 +163,11 @@ class RebuildCheckedModel:
                 "the RebuildCheckedModel follows no runtime; call model.follow(rt) once "
                 "the runtime is open (or pass sessions=)"
             )
-        return self._sessions(request.session_id)
+        session = self._sessions(request.session_id)
+        if session is not None and not isinstance(session, Session):
+            # Handed on, it would fail the check on its missing events, naming neither.
+            raise TypeError(
+                f"sessions({request.session_id!r}) must return a Session or None, "
+                f"got {shown_short(session)}"
+            )
+        return session
