@@ -175,3 +175,57 @@ def test_cli_sessions_list_names_an_id_stored_in_two_buckets_and_fails(
         f"retinue sessions list: skipped session 's1' is stored in 2 files: {paths[0]}, "
         f"{paths[1]}; keep its log and remove the others\n"
     )
+
+
+async def _two_buckets(root: Path) -> Path:
+    """Store ``s1`` at no cwd and ``s2`` at another cwd; the other cwd's bucket."""
+    first, second = session_of("s1", 1), session_of("s2", 1, cwd="/elsewhere")
+    async with JSONLStore(root) as store:
+        for session in (first, second):
+            store.attach_new(session)
+            await store.detach(session)
+    return session_path(root, second.header).parent
+
+
+async def test_jsonl_load_beside_a_bucket_it_may_not_search_names_that_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bucket this user may not search (another user's, under ``umask 077``) fails a load
+    of an id stored elsewhere as the storage error it is, naming the path, where it was
+    counted as a second copy and the load refused telling to remove the others."""
+    barred = await _two_buckets(tmp_path)
+    real_stat = Path.stat
+
+    def stat(path: Path, **options: bool) -> os.stat_result:
+        if path.parent == barred:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, **options)
+
+    monkeypatch.setattr(Path, "stat", stat)
+    async with JSONLStore(tmp_path) as store:
+        with pytest.raises(StoreError) as caught:
+            await store.load("s1")
+    assert caught.value.code == "STORAGE_ERROR"
+    assert str(barred / "s1.jsonl") in caught.value.message
+    assert "Permission denied" in caught.value.message
+
+
+async def test_jsonl_listing_passes_over_a_bucket_gone_since_it_was_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bucket removed between the listing of the buckets and the listing of its files
+    (a session taken out by hand, its bucket with it) is passed over, where the listing
+    failed with the ``FileNotFoundError``."""
+    gone = await _two_buckets(tmp_path)
+    real_glob = Path.glob
+
+    def glob(path: Path, pattern: str) -> object:
+        if path == gone:
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_glob(path, pattern)
+
+    monkeypatch.setattr(Path, "glob", glob)
+    async with JSONLStore(tmp_path) as store:
+        listing = await store.listing()
+    assert [header.id for header in listing.headers] == ["s1"]
+    assert listing.skipped == ()

@@ -66,7 +66,7 @@ class SessionFileReads:
         if session_id in self._open:
             return self._stored(session_id)
         name = f"{file_stem(session_id)}.jsonl"
-        found = _distinct([bucket / name for bucket in self._buckets()])
+        found = _distinct([bucket / name for bucket in self._buckets()], listing=False)
         # Looked up after the files were found: a write in another thread may leave one meanwhile.
         left = self._left.get(session_id)
         files = [path for path in found if left is None or left.path != path]
@@ -169,7 +169,7 @@ class SessionFileReads:
         does not read, is skipped with its problem; so is an id whose file lies
         in two buckets, as its load is refused.
         """
-        found = [path for bucket in self._buckets() for path in bucket.glob("*.jsonl")]
+        found = [path for bucket in self._buckets() for path in _session_files(bucket)]
         # Copied in one step, after the listing: reads run beside the writer, without its lock.
         left = {held.path for held in self._left.copy().values()}
         by_name: dict[str, list[Path]] = {}
@@ -203,7 +203,7 @@ def record_of(line: bytes, seq: int) -> bool:
 def _listed_once(paths: list[Path]) -> SessionHeader | SkippedSession | None:
     """The listing of the files of one name across buckets: the entry of its one file, or
     a skip naming them all. One file reached from two buckets (a linked bucket) is one."""
-    files = _distinct(paths) if len(paths) > 1 else paths
+    files = _distinct(paths, listing=True) if len(paths) > 1 else paths
     kept = [(path, entry) for path in files if (entry := listed(path)) is not None]
     if len(kept) < 2:
         return kept[0][1] if kept else None
@@ -213,8 +213,21 @@ def _listed_once(paths: list[Path]) -> SessionHeader | SkippedSession | None:
     return SkippedSession(str(min(path for path, _ in kept)), problem)
 
 
-def _distinct(paths: list[Path]) -> list[Path]:
-    """*paths* less any naming the same file as one before it, or no file."""
+def _session_files(bucket: Path) -> list[Path]:
+    """The session files in *bucket*, none if it is gone (a bucket removed since it was listed)."""
+    try:
+        return list(bucket.glob("*.jsonl"))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _distinct(paths: list[Path], *, listing: bool) -> list[Path]:
+    """*paths* less any naming the same file as one before it, or no file.
+
+    A path it cannot look at (a bucket this user may not search) stays in a
+    *listing*, whose read of the file names the fault; a load raises the
+    fault, which counting it would make a second copy of the session.
+    """
     files: dict[object, Path] = {}
     for path in paths:
         try:
@@ -222,7 +235,9 @@ def _distinct(paths: list[Path]) -> list[Path]:
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError:
-            files[path] = path  # a file it cannot look at is named by the read that fails
+            if not listing:
+                raise
+            files[path] = path
             continue
         files.setdefault((status.st_dev, status.st_ino), path)
     return list(files.values())
