@@ -39,8 +39,9 @@ _DEEP = 3
 _DEEPEST = 32
 """Nesting at which a schema that demands deeper values gets ``null``: none would be finite."""
 _TRIES = 24
-_FORMAT_DRAWS = 4
 """Candidates tried for one value before the first is kept, fitting or not."""
+_FORMAT_DRAWS = 4
+"""Values of a string format drawn for one string: items of a unique array each need one."""
 _LARGEST = 10_000
 """The most characters, items or properties a drawn value has, whatever a schema asks:
 a ``minLength`` of ``1e308`` is a schema no model could answer, not one to draw for."""
@@ -341,6 +342,8 @@ def _moment(rng: random.Random) -> tuple[str, str]:
     return day, f"{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}Z"
 
 
+_TEST_NETS = ("192.0.2", "198.51.100", "203.0.113")
+
 # A model fills a field of a known format with a value of it: a tool that parses its dates,
 # ids or addresses (pydantic writes the format of each) would refuse words on every call.
 _FORMATS: dict[str, Callable[[random.Random], str]] = {
@@ -351,8 +354,9 @@ _FORMATS: dict[str, Callable[[random.Random], str]] = {
     "email": lambda rng: f"{rng.choice(WORDS)}{rng.randrange(1000)}@example.com",
     "uri": lambda rng: f"https://example.com/{rng.choice(WORDS)}/{rng.randrange(1000)}",
     "hostname": lambda rng: f"{rng.choice(WORDS)}{rng.randrange(1000)}.example.com",
-    "duration": lambda rng: f"PT{rng.randrange(1, 600)}M",
-    "ipv4": lambda rng: f"192.0.2.{rng.randrange(1, 255)}",
+    "duration": lambda rng: f"PT{rng.randrange(1, 24)}H{rng.randrange(60)}M",
+    # The three ranges kept for documentation (RFC 5737): no real host is reached.
+    "ipv4": lambda rng: f"{rng.choice(_TEST_NETS)}.{rng.randrange(1, 255)}",
     "ipv6": lambda rng: f"2001:db8::{rng.randrange(1, 0xFFFF):x}",
 }
 
