@@ -255,13 +255,13 @@ async def test_jsonl_a_last_line_whole_but_not_the_next_event_takes_no_append(
     edited = path.read_bytes()
     refusals: list[StoreError] = []
     with pytest.raises(StoreError, match="could not be drained"):
-        await _append_after_the_crash(tmp_path, session, refusals)
+        await _append_after_attach(tmp_path, session, refusals)
     [refusal] = refusals
     where = f"session 's1': {path}, line {committed + 2}"
     assert refusal.code == "SEQ_CONFLICT"
     assert refusal.message == (
-        f"{where} is a record written whole but not event {committed}'s: nothing is appended "
-        "after it, and a load refuses it (R11.8)"
+        f"{where} is a record written whole that is not event {committed}'s, or that this "
+        "version cannot read: nothing is appended after it, and a load refuses it (R11.8)"
     )
     assert path.read_bytes() == edited
     await _load_refuses_the_copy(tmp_path, path, committed)
@@ -302,18 +302,18 @@ async def test_jsonl_an_append_after_a_torn_line_names_the_file_and_line_until_a
         file.write(b'{"seq":')
     refusals: list[StoreError] = []
     with pytest.raises(StoreError, match="could not be drained"):
-        await _append_after_the_crash(tmp_path, session, refusals)
+        await _append_after_attach(tmp_path, session, refusals)
     [refusal] = refusals
     assert refusal.code == "SEQ_CONFLICT"
     assert f"{path}, line {len(stored) + 2} is a write a crash cut short" in refusal.message
     assert await load_lines(tmp_path, "s1") == stored
 
 
-async def _append_after_the_crash(root: Path, session: Session, refusals: list[StoreError]) -> None:
+async def _append_after_attach(root: Path, session: Session, refusals: list[StoreError]) -> None:
     """Attach *session* to a JSONL store at *root* as it is and flush a turn, noting refusals."""
     async with JSONLStore(root) as store:
         store.attach(session)
-        run_turn(session, "after the crash")
+        run_turn(session, "appended")
         with pytest.raises(StoreError) as caught:
             await store.flush(session)
         refusals.append(caught.value)

@@ -147,7 +147,8 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         "noted on stderr, and the status is then 1. A record written whole out of seq order "
         "(a line repeated or left out by hand) is no torn tail: the export fails, naming "
         "its file and line, and writes nothing. A JSONL file's last line not yet "
-        "ended is left out unnoted: a live writer may still be writing it. An --output "
+        "ended that is no whole record is left out unnoted: a live writer may still be "
+        "writing it. An --output "
         "that is the store's own file, or lies in its directory, is refused.",
     )
     export.add_argument("id", help=_ID_HELP)

@@ -440,8 +440,8 @@ def _after_torn_line(session_id: str, handle: SessionFile) -> StoreError:
         whole = False  # the refusal stands; only its words are the crash's
     if whole:
         return StoreError(
-            f"{where} is a record written whole but not event {handle.count}'s: nothing is "
-            "appended after it, and a load refuses it (R11.8)",
+            f"{where} is a record written whole that is not event {handle.count}'s, or that "
+            "this version cannot read: nothing is appended after it, and a load refuses it (R11.8)",
             code="SEQ_CONFLICT",
         )
     return StoreError(
