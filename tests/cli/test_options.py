@@ -69,16 +69,21 @@ def test_a_missing_command_is_named_by_its_choices(capsys: pytest.CaptureFixture
     assert "error: argument {demo,sessions}: invalid choice: 'bogus'" in capsys.readouterr().err
 
 
+def _help_text(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """What ``retinue`` prints for *argv* (a ``--help``), its whitespace folded; it exits 0."""
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
 def test_the_list_help_names_each_reason_a_session_is_left_out(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``retinue sessions list --help`` names each stored session ``list`` leaves out: a header it
     cannot read, one naming another session, one of a format version this build does not read,
     and an id whose JSONL file lies in two cwd buckets."""
-    with pytest.raises(SystemExit) as caught:
-        main(["sessions", "list", "--help"])
-    assert caught.value.code == 0
-    help_text = " ".join(capsys.readouterr().out.split())
+    help_text = _help_text(capsys, ["sessions", "list", "--help"])
     assert (
         "A stored session left out, its header unreadable, naming another session or of a "
         "format version this build does not read, or its JSONL file in two cwd buckets (which "
@@ -92,21 +97,14 @@ def test_a_sessions_command_help_says_what_its_id_is(
 ) -> None:
     """``retinue sessions show|export|replay --help`` says what the id argument names, not a bare
     ``id``."""
-    with pytest.raises(SystemExit) as caught:
-        main(["sessions", command, "--help"])
-    assert caught.value.code == 0
-    assert "positional arguments: id the stored session's id" in " ".join(
-        capsys.readouterr().out.split()
-    )
+    help_text = _help_text(capsys, ["sessions", command, "--help"])
+    assert "positional arguments: id the stored session's id" in help_text
 
 
 def test_the_import_help_says_what_it_refuses(capsys: pytest.CaptureFixture[str]) -> None:
     """``retinue sessions import --help`` says a log that does not load as written is refused,
     naming the file and line, and that nothing is then stored."""
-    with pytest.raises(SystemExit) as caught:
-        main(["sessions", "import", "--help"])
-    assert caught.value.code == 0
-    help_text = " ".join(capsys.readouterr().out.split())
+    help_text = _help_text(capsys, ["sessions", "import", "--help"])
     assert "is refused, naming the file and line, and nothing is stored" in help_text
 
 
@@ -115,10 +113,7 @@ def test_the_export_help_says_a_record_out_of_seq_order_fails_it(
 ) -> None:
     """R11.8: ``retinue sessions export --help`` says that a stored record written whole out of
     seq order is no torn tail left out: the export fails naming its file and line."""
-    with pytest.raises(SystemExit) as caught:
-        main(["sessions", "export", "--help"])
-    assert caught.value.code == 0
-    help_text = " ".join(capsys.readouterr().out.split())
+    help_text = _help_text(capsys, ["sessions", "export", "--help"])
     assert (
         "A record written whole out of seq order (a line repeated or left out by hand) is no "
         "torn tail: the export fails, naming its file and line, and writes nothing."

@@ -76,6 +76,28 @@ def _final_flush(events: Sequence[Event]) -> list[str]:
     return [f"flush {logged}", f"heard turn/end {logged}", "disposed", "detach"]
 
 
+def _waiting_model() -> ScriptedModel:
+    """A model whose ``tools`` step naps in a tool for 1000 s and whose ``hang`` step hangs."""
+    return ScriptedModel(
+        {"tools": [CallTools([ToolCallSpec("nap", '{"seconds": 1000}')])], "hang": [Hang("hm")]}
+    )
+
+
+async def _ask(agent: retinue.Agent, results: list[retinue.TurnResult]) -> None:
+    results.append(await agent.ask("go"))
+
+
+def _check_disposed_turn(
+    agent: retinue.Agent, order: list[str], results: list[retinue.TurnResult]
+) -> None:
+    """*agent*'s one turn ended disposed, flushed and heard before its disposal and detach."""
+    events = agent.session.events
+    assert order == _final_flush(events)
+    assert [(result.turn, result.reason.kind) for result in results] == [(1, "disposed")]
+    assert turn_ends(events) == ["disposed"]
+    check_session_invariants(events)
+
+
 @pytest.mark.parametrize("where", ["hang", "tools"])
 async def test_a_turn_ended_by_cancelling_the_scope_around_the_runtime_is_flushed_first(
     autojump_clock: trio.testing.MockClock, where: str
@@ -84,14 +106,9 @@ async def test_a_turn_ended_by_cancelling_the_scope_around_the_runtime_is_flushe
     in a tool call) is flushed once, ``session/flush`` listeners included, over the log its
     ``turn/end`` (disposed) closes, before ``agent/disposed`` and the store's detach; the ``ask``
     behind it is answered with that turn disposed."""
-    model = ScriptedModel(
-        {"tools": [CallTools([ToolCallSpec("nap", '{"seconds": 1000}')])], "hang": [Hang("hm")]}
-    )
+    model = _waiting_model()
     order: list[str] = []
     results: list[retinue.TurnResult] = []
-
-    async def ask(agent: retinue.Agent) -> None:
-        results.append(await agent.ask("go"))
 
     with trio.fail_after(DEADLINE):
         async with trio.open_nursery() as nursery:
@@ -100,14 +117,10 @@ async def test_a_turn_ended_by_cancelling_the_scope_around_the_runtime_is_flushe
                 async with retinue.open_runtime(models=model, tools=[nap], store=store) as rt:
                     agent = await rt.create_agent(where, AgentOptions(model=where))
                     _record(rt, agent, order)
-                    nursery.start_soon(ask, agent)
+                    nursery.start_soon(_ask, agent, results)
                     await trio.sleep_forever()
     assert outer.cancelled_caught
-    events = agent.session.events
-    assert order == _final_flush(events)
-    assert [(result.turn, result.reason.kind) for result in results] == [(1, "disposed")]
-    assert turn_ends(events) == ["disposed"]
-    check_session_invariants(events)
+    _check_disposed_turn(agent, order, results)
 
 
 @pytest.mark.parametrize("where", ["hang", "tools"])
@@ -117,28 +130,19 @@ async def test_a_turn_ended_by_dispose_is_flushed_and_heard_before_the_agent_is_
     """R12.9: ``agent.dispose()`` in the middle of a turn (waiting on the model, or in a tool
     call) waits for quiescence, the final flush and its ``session/flush`` listeners included,
     before ``agent/disposed`` and the store's detach, as a cancel around the runtime does."""
-    model = ScriptedModel(
-        {"tools": [CallTools([ToolCallSpec("nap", '{"seconds": 1000}')])], "hang": [Hang("hm")]}
-    )
+    model = _waiting_model()
     order: list[str] = []
     results: list[retinue.TurnResult] = []
-
-    async def ask(agent: retinue.Agent) -> None:
-        results.append(await agent.ask("go"))
 
     with trio.fail_after(DEADLINE):
         async with retinue.open_runtime(models=model, tools=[nap], store=_OrderStore(order)) as rt:
             agent = await rt.create_agent(where, AgentOptions(model=where))
             _record(rt, agent, order)
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(ask, agent)
+                nursery.start_soon(_ask, agent, results)
                 await trio.sleep(10)
                 await agent.dispose()
-            assert order == _final_flush(agent.session.events)
-    events = agent.session.events
-    assert [(result.turn, result.reason.kind) for result in results] == [(1, "disposed")]
-    assert turn_ends(events) == ["disposed"]
-    check_session_invariants(events)
+    _check_disposed_turn(agent, order, results)
 
 
 def _blocking_tool(started: trio.Event) -> retinue.Tool:
