@@ -40,8 +40,9 @@ _DEEPEST = 32
 """Nesting at which a schema that demands deeper values gets ``null``: none would be finite."""
 _TRIES = 24
 """Candidates tried for one value before the first is kept, fitting or not."""
-_FORMAT_DRAWS = 4
-"""Values of a string format drawn for one string: items of a unique array each need one."""
+_FORMAT_DRAWS = 16
+"""Values of a string format drawn for one string: items of a unique array each need one,
+and the smallest value spaces (762 ipv4 addresses) hold 200 items only with this many."""
 _LARGEST = 10_000
 """The most characters, items or properties a drawn value has, whatever a schema asks:
 a ``minLength`` of ``1e308`` is a schema no model could answer, not one to draw for."""
