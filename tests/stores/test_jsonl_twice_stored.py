@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -225,6 +226,27 @@ async def test_jsonl_listing_passes_over_a_bucket_gone_since_it_was_listed(
         return real_glob(path, pattern)
 
     monkeypatch.setattr(Path, "glob", glob)
+    async with JSONLStore(tmp_path) as store:
+        listing = await store.listing()
+    assert [header.id for header in listing.headers] == ["s1"]
+    assert listing.skipped == ()
+
+
+async def test_jsonl_listing_passes_over_a_bucket_replaced_by_a_file_after_its_files_were_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bucket replaced by a file between the listing of its files and the read of their
+    headers is passed over, as a bucket removed then is, where its session was reported
+    skipped ("Not a directory") and ``retinue sessions list`` exited 1."""
+    replaced = await _two_buckets(tmp_path)
+    real_open = Path.open
+
+    def open_(path: Path, *args: Any, **options: Any) -> Any:
+        if path.parent == replaced:
+            raise NotADirectoryError(20, "Not a directory", str(path))
+        return real_open(path, *args, **options)
+
+    monkeypatch.setattr(Path, "open", open_)
     async with JSONLStore(tmp_path) as store:
         listing = await store.listing()
     assert [header.id for header in listing.headers] == ["s1"]

@@ -109,8 +109,9 @@ def listed(path: Path) -> SessionHeader | SkippedSession | None:
     try:
         with path.open("rb") as file:
             line = file.readline()
-    except FileNotFoundError:
-        return None  # gone since the listing: a failed creation taken out again
+    except (FileNotFoundError, NotADirectoryError):
+        # Gone since the listing: a failed creation taken out again, or its bucket with it.
+        return None
     except OSError as exc:
         return SkippedSession(str(path), f"{path}: cannot read its header: {exc.strerror or exc}")
     try:
