@@ -145,7 +145,8 @@ def _json_text(_instance: object, attribute: attrs.Attribute[str], value: object
 class ToolCallSpec:
     """One tool call a step asks for; ``arguments`` is raw JSON text.
 
-    With ``id=None`` the model assigns ``call_<stream>_<k>``, unique per stream.
+    With ``id=None`` the model assigns ``call_<stream>_<k>``, with ``_`` added while
+    another call of its step is given that id: unique per stream.
     """
 
     name: str = attrs.field(validator=check_str)
