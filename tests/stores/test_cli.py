@@ -266,14 +266,15 @@ def test_cli_sessions_show_prints_context_steering_and_blocked_prompts() -> None
 def test_cli_sessions_show_and_list_escape_control_characters(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Stored text (a model's output, a cwd) is shown with its control characters escaped:
-    written raw, an escape sequence in it would drive the terminal that shows the log."""
+    """Stored text (a model's output, a cwd) is shown with its control characters and its
+    bidirectional overrides escaped: written raw, an escape sequence in it would drive the
+    terminal that shows the log, and an override would show its text reordered."""
 
     async def fill(path: Path) -> None:
         session = Session.create("s", cwd="/srv/\x1b]0;title\x07app")
         async with SQLiteStore(path) as store:
             store.attach_new(session)
-            run_turn(session, "hi \x1b[2J\x00 there\x9b")
+            run_turn(session, "hi \x1b[2J\x00 there\x9b \u202egnp.exe\u2066")
             await store.flush(session)
 
     path = tmp_path / "sessions.db"
@@ -282,7 +283,7 @@ def test_cli_sessions_show_and_list_escape_control_characters(
     assert cli("--store", f"sqlite:{path}", "show", "s") == 0
     out = capsys.readouterr().out
     assert "cwd=/srv/\\x1b]0;title\\x07app" in out
-    assert "  user: hi \\x1b[2J\\x00 there\\x9b\n" in out
+    assert "  user: hi \\x1b[2J\\x00 there\\x9b \\u202egnp.exe\\u2066\n" in out
     assert not [char for char in out if unicodedata.category(char) == "Cc" and char not in "\t\n"]
 
 

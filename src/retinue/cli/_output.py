@@ -11,7 +11,15 @@ __all__ = ["complain", "discard_stdout", "printable"]
 # C0, DEL and C1: a terminal acts on them (an escape sequence may retitle, clear or
 # rewrite it), and stored text is a model's or a user's to choose, a provider's error
 # text its server's.
-_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+_CONTROLS: dict[int, str] = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+# Bidirectional overrides, embeddings and isolates: a terminal shows the text after one
+# in another order than it is stored ("Trojan Source"), so a log could read as it is not.
+_CONTROLS.update(
+    {
+        code: f"\\u{code:04x}"
+        for code in (0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+    }
+)
 
 
 def printable(text: str) -> str:
