@@ -118,3 +118,11 @@ def test_the_export_help_says_a_record_out_of_seq_order_fails_it(
         "A record written whole out of seq order (a line repeated or left out by hand) is no "
         "torn tail: the export fails, naming its file and line, and writes nothing."
     ) in help_text
+
+
+def test_the_demo_help_says_what_the_demo_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """``retinue demo --help`` describes the run (its tools, the steer and cancel, the table,
+    the defaults), where it showed the options alone."""
+    help_text = _help_text(capsys, ["demo", "--help"])
+    assert "Run many agents concurrently" in help_text
+    assert "embedded mock provider server" in help_text

@@ -35,7 +35,13 @@ CITIES = ("Lisbon", "Oslo", "Nairobi", "Lima", "Hanoi", "Perth", "Quito", "Tunis
 def add_parser(commands: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
     """Register the ``demo`` sub-command, taking the options of *parents* too."""
     parser: argparse.ArgumentParser = commands.add_parser(
-        "demo", parents=list(parents), help="run many agents concurrently and show them working"
+        "demo",
+        parents=list(parents),
+        help="run many agents concurrently and show them working",
+        description="Run many agents concurrently, their tools a weather lookup (run in "
+        "parallel) and a shared notebook (exclusive), with a steer and a cancel along the way; "
+        "show them in a live table, then a one-line summary. By default the agents talk to "
+        "the embedded mock provider server and store their sessions in retinue.db (SQLite).",
     )
     add_options(parser)
     # Options that only make sense together are checked after parsing, with a usage error still.
