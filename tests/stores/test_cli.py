@@ -287,6 +287,68 @@ def test_cli_sessions_show_and_list_escape_control_characters(
     assert not [char for char in out if unicodedata.category(char) == "Cc" and char not in "\t\n"]
 
 
+HIDDEN = (
+    "\u061c\u200b\u200e\u200f\u2028\u2029\u202a\u202b\u202c\u202d\u202e"
+    "\u2060\u2066\u2067\u2068\u2069\u206a\u206f\ufeff\ufff9\ufffb\U000e0041\U000e007f"
+)
+
+
+def test_cli_sessions_show_escapes_every_bidirectional_and_invisible_character(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each of Unicode's bidirectional controls and the characters shown as nothing (zero
+    widths, the byte order mark, the tag block that can hide a line) is shown escaped; the
+    zero-width joiner, which emoji need, is shown as it is."""
+
+    async def fill(path: Path) -> None:
+        session = Session.create("s")
+        async with SQLiteStore(path) as store:
+            store.attach_new(session)
+            for char in HIDDEN:
+                run_turn(session, f"a{char}b")
+            run_turn(session, "\U0001f469\u200d\U0001f4bb")
+            await store.flush(session)
+
+    path = tmp_path / "sessions.db"
+    trio.run(fill, path)
+    assert cli("--store", f"sqlite:{path}", "show", "s") == 0
+    out = capsys.readouterr().out
+    assert not set(HIDDEN) & set(out)
+    for char in HIDDEN:
+        code = ord(char)
+        escaped = f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+        # The line and paragraph separators are whitespace, which show folds into one space.
+        shown = " " if char in "\u2028\u2029" else escaped
+        assert f"  user: a{shown}b\n" in out
+    assert "  user: \U0001f469\u200d\U0001f4bb\n" in out
+
+
+def test_cli_sessions_errors_quoting_a_stored_value_escape_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An error naming a malformed stored field quotes its value escaped on stderr: a value
+    written by another hand must not drive the terminal, where it was written raw."""
+    session = Session.create("s")
+    run_turn(session, "hi")
+    trio.run(_stored_jsonl, tmp_path, session)
+    [path] = (tmp_path / "store").rglob("s.jsonl")
+    stored = path.read_text()
+    path.write_text(
+        stored.replace('"kind":"message"', '"kind":"\\u001b]0;pwned\\u0007\\u202eevil"', 1)
+    )
+    assert cli("--store", f"jsonl:{tmp_path / 'store'}", "show", "s") == 1
+    err = capsys.readouterr().err
+    assert "\\x1b]0;pwned\\x07\\u202eevil" in err
+    assert "\x1b" not in err
+    assert "\u202e" not in err
+
+
+async def _stored_jsonl(root: Path, session: Session) -> None:
+    async with JSONLStore(root / "store") as store:
+        store.attach_new(session)
+        await store.flush(session)
+
+
 @pytest.mark.parametrize(
     "command", [["list"], ["show", "done"], ["export", "done"], ["export", "done", "--output", ""]]
 )

@@ -300,7 +300,7 @@ async def _replay(store: BufferedStore, args: argparse.Namespace) -> int:
         check_session_invariants(session.events)
         check_history_replay(session.events, session_id=session.id)
     except InvariantError as exc:
-        print(f"{session.id}: invariant broken: {exc}")
+        print(printable(f"{session.id}: invariant broken: {exc}"))
         return 1
     if recovered.dropped:
         # What was kept may replay cleanly, but the stored log is not all there.
