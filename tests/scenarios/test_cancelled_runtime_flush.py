@@ -142,7 +142,8 @@ async def test_a_turn_ended_by_dispose_is_flushed_and_heard_before_the_agent_is_
                 nursery.start_soon(_ask, agent, results)
                 await trio.sleep(10)
                 await agent.dispose()
-    _check_disposed_turn(agent, order, results)
+            # Checked as dispose returns: the runtime's close would wait for a teardown left running.
+            _check_disposed_turn(agent, order, results)
 
 
 def _blocking_tool(started: trio.Event) -> retinue.Tool:
