@@ -35,14 +35,22 @@ async def test_a_fork_of_the_running_agent_is_refused_open_turn_unless_given_a_b
     model = ScriptedModel(
         [Reply("one"), CallTools([ToolCallSpec("branch")]), Reply("forked"), Reply("two")]
     )
-    async with runtime(model, tools=[branch]) as rt:
-        source = await rt.create_agent("p", OPTIONS, session_id="parent")
-        holder = (rt, source)
-        await source.ask("first")
-        result = await source.ask("branch off")
-        assert result.text == "two"
-        assert codes == ["OPEN_TURN"]
-        (child,) = children
-        assert child.session.header.parent_session == "parent"
-        for agent in (source, child):
-            check_session_invariants(agent.session.events)
+    with trio.fail_after(60):
+        async with runtime(model, tools=[branch]) as rt:
+            source = await rt.create_agent("p", OPTIONS, session_id="parent")
+            holder = (rt, source)
+            await source.ask("first")
+            first_turn = len(source.session.events)
+            result = await source.ask("branch off")
+            assert result.text == "two"
+            assert codes == ["OPEN_TURN"]
+            (child,) = children
+            assert child.session.header.parent_session == "parent"
+            assert child.session.header.seed_length == first_turn
+            assert list(child.session.events[:first_turn]) == list(
+                source.session.events[:first_turn]
+            )
+            [answered] = of_type(source.session.events, "tool/result")
+            assert "forked" in str(answered.data)
+            for agent in (source, child):
+                check_session_invariants(agent.session.events)

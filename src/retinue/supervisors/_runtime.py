@@ -248,8 +248,8 @@ class Runtime:
         *child_id* no store can hold, ``SESSION_NOT_FOUND`` for a *source_id* no
         agent is live under, ``SESSION_ALREADY_EXISTS`` for a *child_id* in use,
         ``INVALID_BOUNDARY`` for a *boundary* no seq of the log, and ``OPEN_TURN``
-        for one inside a turn: so is the default, the last event, while the source's
-        turn runs (forked from its own tool, say), which takes its last ``turn/end``'s seq.
+        for one inside a turn, the default (the last event) too while the source's
+        turn runs (forked from its own tool, say): pass its last ``turn/end``'s seq.
         """
         child_id = checked_id(child_id)
         source = self.agents.get(checked_id(source_id))
