@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import uuid
@@ -89,7 +90,7 @@ def _memory_kit() -> StoreKit:
 
 def _sqlite_kit(path: Path) -> StoreKit:
     def run(sql: str, *args: object) -> list[tuple[object, ...]]:
-        with sqlite3.connect(path) as conn:
+        with contextlib.closing(sqlite3.connect(path)) as conn, conn:
             return conn.execute(sql, args).fetchall()
 
     def sid(session_id: str) -> object:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
@@ -35,7 +36,7 @@ async def _stored(path: Path, *session_ids: str, turns: int = 1) -> None:
 
 
 def _sql(path: Path, sql: str, *args: object) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         return conn.execute(sql, args).fetchall()
 
 

@@ -239,7 +239,7 @@ def test_sqlite_repair_refuses_a_kept_record_that_is_not_utf8(tmp_path: Path) ->
     run_turn(session)
     events = tuple(session.events)
     assert backend.write([AppendBatch("sur", 0, events, header=session.header)]) == [None]
-    with sqlite3.connect(tmp_path / "sessions.db") as conn:
+    with contextlib.closing(sqlite3.connect(tmp_path / "sessions.db")) as conn, conn:
         conn.execute("UPDATE segments SET body = ?", (b"\xed\xa0\x80\n" * len(events),))
     [error] = backend.write([AppendBatch("sur", 3, (), truncate_to=3)])
     backend.close()
@@ -318,7 +318,7 @@ async def test_sqlite_load_refuses_a_log_that_lost_committed_events(
     segment makes the load fail naming the missing seqs instead of dropping committed events."""
     path = tmp_path / "sessions.db"
     session = await _sqlite_with_three_segments(path)
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         firsts = [row[0] for row in conn.execute("SELECT first_seq FROM segments ORDER BY 1")]
         conn.execute(damage)
     total = len(session.events)
