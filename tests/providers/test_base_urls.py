@@ -8,6 +8,7 @@ an empty variable counts as unset, so the service's own URL is used.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -154,3 +155,35 @@ async def test_empty_anthropic_base_url_variable_means_the_default_service(
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "")
     async with AnthropicModel(api_key="k") as model:
         assert model.base_url.rstrip("/") == "https://api.anthropic.com"
+
+
+@pytest.mark.parametrize(("adapter", "variable"), ADAPTERS, ids=ADAPTER_IDS)
+@pytest.mark.parametrize(
+    ("url", "placeholder"),
+    [
+        ("https://api.openai.com/v1", False),
+        ("https://api.anthropic.com/v1", False),
+        ("https://api.deepseek.com/v1", False),
+        ("https://eu.api.openai.com/v1", False),
+        ("http://localhost:8000/v1", True),
+        ("https://llm.example.com/v1", True),
+    ],
+)
+async def test_no_hosted_api_gets_the_placeholder_key(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    adapter: Adapter,
+    variable: str,
+    url: str,
+    placeholder: bool,
+) -> None:
+    """Without a key, an adapter sends a placeholder to a compatible server, which may need
+    none, and never to a provider's own API, whichever protocol it is reached by (Anthropic
+    serves the Chat protocol, OpenAI neither's): there it has no credentials and fails
+    ``MISSING_CREDENTIALS`` before sending, where a placeholder met a 401 from the server."""
+    _clear(monkeypatch)
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no Anthropic profile on disk
+    async with adapter(base_url=url) as model:
+        assert model.has_credentials is placeholder

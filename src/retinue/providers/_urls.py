@@ -18,6 +18,7 @@ __all__ = [
     "base_url_from",
     "check_base_url",
     "client_base_url",
+    "needs_key",
     "on_domain",
     "refused_url_shown",
     "url_problem",
@@ -145,3 +146,18 @@ def on_domain(url: str, domain: str) -> bool:
 
     host = httpx2.URL(url).host.removesuffix(".")
     return host == domain or host.endswith("." + domain)
+
+
+HOSTED_DOMAINS = ("openai.com", "anthropic.com", "deepseek.com")
+"""The providers' own APIs: each refuses every request without a key."""
+
+
+def needs_key(base_url: str | None) -> bool:
+    """Whether requests to *base_url* (``None``: the adapter's own provider) need a key.
+
+    A compatible server may need none, so an adapter without a key sends a
+    placeholder there; to a provider's own API (either provider's: each serves
+    the other's protocol too) that would only turn a missing key into a 401 from
+    the server, so it sends none and fails ``MISSING_CREDENTIALS`` first.
+    """
+    return base_url is None or any(on_domain(base_url, domain) for domain in HOSTED_DOMAINS)

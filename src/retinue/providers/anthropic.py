@@ -39,7 +39,7 @@ from ._http import (
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
 from ._sending import close_response
 from ._settings import check_header_lines, check_header_names, check_identity
-from ._urls import base_url_from, client_base_url, on_domain
+from ._urls import base_url_from, client_base_url, needs_key
 
 __all__ = ["AnthropicModel"]
 
@@ -68,11 +68,6 @@ def _check_thinking_budget(thinking_budget: int, default_max_tokens: int) -> Non
         raise ValueError(
             no_room_beside_thinking(default_max_tokens, thinking_budget, "default_max_tokens")
         )
-
-
-def _is_anthropic(base_url: str) -> bool:
-    """Whether *base_url* is Anthropic's own API, which always needs credentials."""
-    return on_domain(base_url, "anthropic.com")
 
 
 def _missing_credentials(provider: str) -> ProviderError:
@@ -173,13 +168,7 @@ class AnthropicModel(ClientOwner):
         check_header_lines(
             default_headers, **{key_source: api_key}, ANTHROPIC_AUTH_TOKEN=auth_token
         )
-        if (
-            api_key is None
-            and base_url is not None
-            and not _is_anthropic(base_url)
-            and not auth_token
-        ):
-            # A compatible server may need no key; Anthropic's own API always does.
+        if api_key is None and not auth_token and not needs_key(base_url):
             api_key = "not-needed"
         self.provider = provider
         self._read_timeout = timeout

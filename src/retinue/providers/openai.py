@@ -36,7 +36,7 @@ from ._openai_responses_stream import ResponsesStreamDecoder
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
 from ._sending import close_response
 from ._settings import check_header_names, check_header_values, check_identity
-from ._urls import base_url_from, client_base_url, on_domain
+from ._urls import base_url_from, client_base_url, needs_key, on_domain
 
 __all__ = ["OpenAIModel"]
 
@@ -171,8 +171,7 @@ class OpenAIModel(ClientOwner):
         check_header_values(
             default_headers, **{key_source: api_key}, **_identity(organization, project)
         )
-        if api_key is None and not _is_openai(base_url):
-            # A compatible server may need no key; OpenAI's own API always does.
+        if api_key is None and not needs_key(base_url):
             api_key = "not-needed"
         self.provider = provider
         self._has_key = api_key is not None
