@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from retinue._content import HookContext
 from retinue._errors import HookError
 
 from ._bus import HookBus
@@ -31,6 +32,7 @@ __all__ = [
     "Continue",
     "Deny",
     "HookBus",
+    "HookContext",
     "HookError",
     "Listener",
     "PostToolDecision",
