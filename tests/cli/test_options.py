@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.metadata
+import subprocess
+import sys
 
 import pytest
 
@@ -126,3 +128,14 @@ def test_the_demo_help_says_what_the_demo_does(capsys: pytest.CaptureFixture[str
     help_text = _help_text(capsys, ["demo", "--help"])
     assert "Run many agents concurrently" in help_text
     assert "embedded mock provider server" in help_text
+
+
+@pytest.mark.parametrize("module", ["retinue", "retinue.cli"])
+def test_python_dash_m_runs_the_command(module: str) -> None:
+    """``python -m retinue`` (as ``python -m retinue.cli``) is the ``retinue`` command, for an
+    environment whose scripts directory is not on the PATH."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--version"], capture_output=True, timeout=60, check=False
+    )
+    version = importlib.metadata.version("retinue")
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"retinue {version}\n".encode(), b"")
