@@ -233,3 +233,27 @@ async def test_a_flusher_crash_during_the_driver_restart_pause_counts_running_ti
         await trio.sleep(1)
         assert flusher_crashes == [1]
         assert agent.status == "disposed"
+
+
+async def test_agent_restarted_is_heard_as_a_paused_driver_starts_again(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4: ``agent/restarted`` is heard when the crashed driver starts again, past its
+    pause: a restart pausing is not announced yet, and one the agent's disposal ends never is."""
+    policy = retinue.RestartPolicy(max_restarts=5, backoff=10.0, max_backoff=10.0)
+    with trio.fail_after(100):
+        async with runtime(ScriptedModel([Reply("never")]), restart=policy) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            restarts: list[float] = []
+            rt.hooks.on(
+                "agent/restarted", lambda *_args: restarts.append(trio.current_time()), agent=agent
+            )
+            crashes = crash_every_start(monkeypatch)
+            agent.send("go")
+            await trio.sleep(1)
+            assert (gaps(crashes), restarts) == ([0.0], [crashes[0]]), "the second should pause"
+            await trio.sleep(10)
+            assert gaps(crashes) == [0.0, 10.0]
+            assert restarts == [crashes[0], crashes[2]], "heard as the driver started again"
+            await agent.dispose()
+            assert restarts == [crashes[0], crashes[2]], "a restart the disposal ended was heard"

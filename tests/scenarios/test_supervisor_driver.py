@@ -458,10 +458,11 @@ async def test_an_agent_with_nothing_queued_is_idle_during_a_restart_pause(
         await agent.ask("two")
         await trio.sleep(1)
         assert crashes == [1, 1]
-        assert len(restarts) == 2
+        assert len(restarts) == 1, "the second restart is heard once its pause is over"
         assert agent.status == "idle"
         start = trio.current_time()
         await agent.wait_idle()
         assert trio.current_time() - start < 1
         assert (await agent.ask("three")).reason.kind == "completed"
+        assert len(restarts) == 2
         assert turn_ends(agent.session.events) == ["completed", "completed", "completed"]

@@ -132,7 +132,7 @@ async def supervise(core: AgentCore, policy: RestartPolicy) -> None:
             nursery.start_soon(_flush, core, crashes, flusher_stop)
             # Awaited here, not through a helper: every coroutine above the
             # driver forwards each of its yields, several a step.
-            await _keep_running(core, crashes, lambda: run_loop(core), _recover_driver)
+            await _keep_running(core, crashes, lambda: run_loop(core), _recover_driver, driver=True)
             flusher_stop.set()
             core.flush_wanted.set()
     finally:
@@ -189,7 +189,9 @@ _Recover = Callable[[AgentCore, Exception, int, RestartPolicy], Awaitable[bool]]
 async def _flush(core: AgentCore, crashes: _Crashes, stop: trio.Event) -> None:
     """Run flusher instances until one returns or the policy gives the agent up (DESIGN 4)."""
     try:
-        await _keep_running(core, crashes, lambda: run_flusher(core, stop), _recover_flusher)
+        await _keep_running(
+            core, crashes, lambda: run_flusher(core, stop), _recover_flusher, driver=False
+        )
     finally:
         # No flusher runs any more (given up, or cancelled in a pause): release whoever
         # waits on rounds none will serve. A flusher that returned has done so already.
@@ -197,7 +199,12 @@ async def _flush(core: AgentCore, crashes: _Crashes, stop: trio.Event) -> None:
 
 
 async def _keep_running(
-    core: AgentCore, crashes: _Crashes, run: Callable[[], Awaitable[None]], recover: _Recover
+    core: AgentCore,
+    crashes: _Crashes,
+    run: Callable[[], Awaitable[None]],
+    recover: _Recover,
+    *,
+    driver: bool,
 ) -> None:
     """Run *run* again after each crash until it returns or *recover* gives the agent up."""
     while True:
@@ -215,11 +222,35 @@ async def _keep_running(
             log.exception("recovering agent %s after a crash failed; disposing it", core.id)
             _dispose(core)
             restart = False
-        del crash  # its traceback holds the crashed task's frames: not kept for the pause
-        # A given-up agent is disposed, which ends the pause at once.
-        await crashes.pause(core, count, restart=restart)
-        if not restart:
+        if not await _restarting(core, crashes, count, crash, restart=restart, driver=driver):
             return
+
+
+async def _restarting(
+    core: AgentCore, crashes: _Crashes, count: int, error: Exception, *, restart: bool, driver: bool
+) -> bool:
+    """Wait the pause before a restart; whether the task starts again, announced on
+    ``agent/restarted`` as it does.
+
+    Announced past the pause, not before it: a driver whose agent is disposed
+    meanwhile would only find it disposed and exit, so it is not restarted. A
+    flusher is, for the final flush. With no pause the announcement comes first,
+    before the checkpoint that lets the answered askers run.
+    """
+    if not restart:
+        # A given-up agent is disposed, which ends the pause at once.
+        await crashes.pause(core, count, restart=False)
+        return False
+    if crashes.policy.pause(count) <= 0:
+        core.emit("agent/restarted", error)
+        await crashes.pause(core, count, restart=True)
+        return True
+    await crashes.pause(core, count, restart=True)
+    if driver and core.disposed:
+        _dispose(core)
+        return False
+    core.emit("agent/restarted", error)
+    return True
 
 
 async def _pause(core: AgentCore, seconds: float) -> None:
@@ -248,9 +279,7 @@ async def _recover_flusher(
     core.emit("agent/error", core.session.last_turn, 0, error)
     _raise_interruption(interruption)
     restart = crashes <= policy.max_restarts and not core.disposed
-    if restart:
-        core.emit("agent/restarted", error)
-    else:
+    if not restart:
         # A disposed agent is not restarted: its driver is ending, or has ended.
         _dispose(core)
     await trio.lowlevel.checkpoint()
@@ -285,7 +314,7 @@ async def _recover_driver(
         # and exit, and its agent/restarted would announce a driver that never runs.
         _dispose(core)
         return False
-    _resume(core, error)
+    _resume(core)
     return True
 
 
@@ -337,7 +366,7 @@ def _report_crash(core: AgentCore, error: Exception, step: int) -> None:
         raise interruption
 
 
-def _resume(core: AgentCore, error: Exception) -> None:
+def _resume(core: AgentCore) -> None:
     """Ready the agent for a fresh driver, as a driver readies it after a turn's flush."""
     core.prefix = None
     core.header_anchored = False
@@ -346,7 +375,6 @@ def _resume(core: AgentCore, error: Exception) -> None:
     core.mailbox.requeue_steering()  # what the crashed turn left starts the next one (R3.10)
     if core.status == "running" and not core.mailbox.has_queued:
         core.set_status("idle")
-    core.emit("agent/restarted", error)
 
 
 def _seq_of(session: Session, event: Event) -> int:
