@@ -273,3 +273,31 @@ async def test_resumed_fork_keeps_its_lineage_and_seed_boundary(
                 "and on",
             ]
             check_session_invariants(resumed.session.events)
+
+
+async def _resume_refusal(rt: retinue.Runtime, agent_id: str) -> tuple[str, str | None]:
+    """The type and code of what ``rt.resume_agent(agent_id)`` raised."""
+    try:
+        await rt.resume_agent(agent_id, OPTIONS)
+    except (retinue.RetinueError, RuntimeError) as exc:
+        return type(exc).__name__, getattr(exc, "code", None)
+    raise AssertionError(f"resuming {agent_id!r} was not refused")
+
+
+async def test_resume_refusals_say_why_the_id_cannot_be_resumed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.3, R12.7: a resume of an id the store does not hold, of one live in this runtime,
+    and of one another runtime sharing the store writes is refused with the code its
+    docstring names; once the runtime is shutting down, with ``RuntimeError``."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    store = retinue.MemoryStore()
+    async with store, runtime(model, store=store) as rt, runtime(model, store=store) as other:
+        agent = await rt.create_agent("a", OPTIONS, session_id="s")
+        await agent.ask("stored")
+        assert await _resume_refusal(rt, "missing") == ("StoreError", "SESSION_NOT_FOUND")
+        assert await _resume_refusal(rt, "s") == ("SessionError", "SESSION_ALREADY_EXISTS")
+        assert await _resume_refusal(other, "s") == ("StoreError", "SESSION_TRACKED")
+        await agent.dispose()
+        await rt.aclose()
+        assert await _resume_refusal(rt, "s") == ("RuntimeError", None)

@@ -177,7 +177,8 @@ class Runtime:
         ``AgentError(WAITS_FOR_ITSELF)`` from the own tool, listener or teardown
         of an agent of that id being torn down, which its teardown waits for
         (``WAIT_CYCLE`` from an agent that teardown waits for through others).
-        Cancellation before publication leaves nothing behind.
+        Cancellation before publication leaves nothing behind; ``RuntimeError`` once the
+        runtime is shutting down (its close aborts a creation in flight).
         """
         self._check_run()
         options = with_cwd(options_of(options), cwd)
@@ -213,8 +214,11 @@ class Runtime:
         :class:`AgentOptions`, or a *setup* that is not callable, raise ``TypeError``, and an id no store can hold
         ``SessionError(INVALID_SESSION_ID)``. A store whose ``load`` returns no
         :class:`~retinue.session.Session`, or the session of another id, raises
-        ``StoreError(CORRUPT_SESSION)``, and
-        one that leaves a crashed turn open (R11.9) ``StoreError(OPEN_TURN)``.
+        ``StoreError(CORRUPT_SESSION)``, one that leaves a crashed turn open (R11.9)
+        ``StoreError(OPEN_TURN)``. An id not stored raises ``StoreError(SESSION_NOT_FOUND)``,
+        one live here ``SessionError(SESSION_ALREADY_EXISTS)``, one another runtime writes
+        ``StoreError(SESSION_TRACKED)`` (``SESSION_LOCKED`` from a store of its own), and a
+        resume once the runtime is shutting down (or one its close aborts) ``RuntimeError``.
         """
         self._check_run()
         options = options_of(options)
