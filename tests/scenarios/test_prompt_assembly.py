@@ -12,7 +12,7 @@ import trio.testing
 import retinue
 from retinue import AgentOptions
 from retinue.prompt import Assembly, Section
-from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
+from retinue.testing import CallTools, RebuildCheckedModel, Reply, ScriptedModel, ToolCallSpec
 from tests.helpers import OPTIONS, Next, echo, runtime
 
 
@@ -193,3 +193,24 @@ async def test_escaped_braces_in_a_system_prompt_reach_the_model_literally(
         result = await agent.ask("hi")
     assert result.reason.kind == "completed"
     assert model.requests[0].system == 'Reply as {"result": {"model": "scripted"}}'
+
+
+async def test_a_system_prompt_holding_a_split_surrogate_pair_is_sent_as_the_log_records_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R8.1, R8.9, R1.6: the request's system prompt is the string its header logs, a pair
+    held as two code points joined in both, so the log rebuilds every request."""
+    model = ScriptedModel([Reply("one"), Reply("two")])
+    checked = RebuildCheckedModel(model)
+    async with runtime(
+        checked, system_prompt="Smile \ud83d{{face}}", variables={"face": "\ude00"}
+    ) as rt:
+        checked.follow(rt)
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("one")
+        await agent.ask("two")
+    assert checked.failures == []
+    assert [request.system for request in model.requests] == ["Smile \U0001f600"] * 2
+    header = agent.session.current_header
+    assert header is not None
+    assert header.system == "Smile \U0001f600"

@@ -206,3 +206,10 @@ def test_render_takes_no_value_a_mapping_makes_up_for_a_missing_name() -> None:
     does not make an unknown variable an empty text."""
     with pytest.raises(PromptError, match="unknown variable 'missing'"):
         render([Section("s", "{{missing}}")], defaultdict(str))
+
+
+def test_render_joins_a_surrogate_pair_split_between_a_section_and_a_variable() -> None:
+    """R1.6, R8.1: a pair held as two code points, half in the text and half in a variable's
+    value, is rendered as its one character, the string a request header logs and reloads."""
+    rendered = render([Section("s", "Smile \ud83d{{face}} \ud83d\ude00")], {"face": "\ude00"})
+    assert rendered == "Smile \U0001f600 \U0001f600"

@@ -26,7 +26,7 @@ from typing import TypeVar, final
 import attrs
 
 from retinue._errors import RetinueError
-from retinue._lossless import shown_short
+from retinue._lossless import joined_surrogates, shown_short
 from retinue._readonly import ReadOnlyDict
 from retinue._request import ToolSchema
 
@@ -264,6 +264,9 @@ def _checked_sections(sections: Iterable[Section]) -> list[Section]:
 def render(sections: Iterable[Section], variables: Mapping[str, str | None]) -> str:
     """Render sections in ascending order, dropping empty ones, joined by blank lines.
 
+    A surrogate pair held as two code points (half in a section's text, half in
+    a variable's value, say) is rendered as its one character (R1.6).
+
     *variables* is what the variables rule (this module's docstring) takes: a
     mapping, or an object with ``keys()`` and ``[]``, which is copied first.
 
@@ -281,4 +284,6 @@ def render(sections: Iterable[Section], variables: Mapping[str, str | None]) -> 
         text = _interpolate(section.text, variables, section.name).strip()
         if text:
             parts.append(text)
-    return "\n\n".join(parts)
+    # The request header logs the prompt with its pairs joined, and a reload reads
+    # them joined: the request must carry that string to be rebuilt from the log.
+    return joined_surrogates("\n\n".join(parts))
