@@ -106,3 +106,23 @@ def test_a_surrogate_pair_held_as_two_code_points_is_joined_as_freezing_joins_it
     decoded = loads_frozen(text)
     assert decoded == freeze_json(json.loads(text))
     assert "\U0001f600" in json.dumps(decoded, ensure_ascii=False)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1, "a": 2}',
+        ' {"a": 1, "a": 1} ',
+        '{"b": {"a": 1, "\\u0061": 2}}',
+        '{"b": [{"a": 1, "a": 2}]}',
+        '{"a": [1], "a": {}}',
+    ],
+    ids=["object", "padded", "escaped", "in-array", "array-path"],
+)
+def test_loads_frozen_refuses_an_object_with_a_key_twice(text: str) -> None:
+    """R1.6: an object naming a key twice holds two values where its frozen value holds one
+    (JSON readers keep the first or the last), so it is refused naming the key, and a tool
+    call carrying it reaches validation as its raw string."""
+    with pytest.raises(InvalidJsonError, match="'a' twice"):
+        loads_frozen(text)
+    assert parse_arguments(text) == text

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from retinue._errors import InvalidJsonError
 
 from ._freeze import MAX_JSON_DEPTH, FrozenDict, JsonValue, freeze_json
+from ._ints import shown_short
 from ._surrogates import holds_surrogate
 
 __all__ = ["loads_finite", "loads_frozen"]
@@ -19,7 +20,29 @@ __all__ = ["loads_finite", "loads_frozen"]
 def _frozen_object(pairs: list[tuple[str, JsonValue]]) -> FrozenDict:
     frozen = FrozenDict()
     dict.update(frozen, pairs)
+    if len(frozen) != len(pairs):
+        raise _key_twice(pairs)
     return frozen
+
+
+def _unique_object(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    built = dict(pairs)
+    if len(built) != len(pairs):
+        raise _key_twice(pairs)
+    return built
+
+
+def _key_twice(pairs: Sequence[tuple[str, object]]) -> InvalidJsonError:
+    """The refusal of an object naming a key twice: readers keep either value, the
+    frozen one only the last, so the text and its value would say different things."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            return InvalidJsonError(
+                f"the JSON text has the key {shown_short(key)} twice in one object"
+            )
+        seen.add(key)
+    return InvalidJsonError("the JSON text has a key twice in one object")
 
 
 def _finite_float(text: str) -> float:
@@ -41,7 +64,7 @@ _frozen_decoder = json.JSONDecoder(
 _decode_frozen = _frozen_decoder.decode
 # The decoder's own C scanner (an instance attribute typeshed does not declare).
 _scan_frozen: Callable[[str, int], tuple[JsonValue, int]] = _frozen_decoder.scan_once  # type: ignore[attr-defined]
-_decode = json.JSONDecoder().decode
+_decode = json.JSONDecoder(object_pairs_hook=_unique_object).decode
 # Python's own parser reads NaN and Infinity, and a number that overflows as
 # infinity: JSON cannot write either back.
 _decode_finite = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant).decode
@@ -66,8 +89,8 @@ def loads_frozen(text: str) -> JsonValue:
         ValueError: *text* is not JSON.
         InvalidJsonError: it is JSON but not lossless (NaN, Infinity, a number
             that overflows a float, an integer with more digits than
-            ``sys.get_int_max_str_digits()``), or nested deeper than
-            :data:`MAX_JSON_DEPTH` levels.
+            ``sys.get_int_max_str_digits()``, an object naming a key twice), or
+            nested deeper than :data:`MAX_JSON_DEPTH` levels.
     """
     try:
         return _loads_frozen(text)
