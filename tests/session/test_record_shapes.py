@@ -18,6 +18,7 @@ from retinue.session import (
     TurnTrigger,
     UserMessage,
     load_event,
+    load_header,
 )
 
 NOT_OBJECTS = ["plugin", "", [], ["kind", "plugin"], 0, True]
@@ -107,3 +108,44 @@ def test_a_refused_record_shows_a_long_value_cut_short_and_names_its_field(
     message = caught.value.message
     assert len(message) < 400
     assert message.endswith(f"characters) @ {field}")
+
+
+@pytest.mark.parametrize(
+    ("record", "path"),
+    [
+        ({"seq": 0, "type": "step/start", "time": 0, "data": {"turn": 1, "step": 1}, 5: 1}, "$"),
+        (
+            {"seq": 0, "type": "step/start", "time": 0, "data": {"turn": 1, "step": 1, None: 1}},
+            "$.data",
+        ),
+        (
+            {
+                "seq": 0,
+                "type": "step/start",
+                "time": 0,
+                "data": {"turn": 1, "step": 1},
+                5: 1,
+                "x": 2,
+            },
+            "$",
+        ),
+    ],
+    ids=["envelope", "record", "mixed-keys"],
+)
+def test_a_record_given_a_key_that_is_no_str_is_refused_as_corrupt(
+    record: dict[Any, Any], path: str
+) -> None:
+    """R4.5, R1.6: a mapping built in Python with a key JSON cannot hold is refused as a corrupt
+    record naming the key and where it is, as any other unknown key is."""
+    with pytest.raises(
+        CorruptSessionError, match=r"extra fields found \(.*(5|None).*\) @ "
+    ) as caught:
+        load_event(record)
+    assert f"@ {path}" in str(caught.value)
+
+
+def test_a_header_given_a_key_that_is_no_str_is_refused_as_corrupt() -> None:
+    """R4.3: the stored header line's mapping, given a key that is no str, is refused as corrupt."""
+    header: dict[Any, Any] = {"type": "session", "id": "s", "created_at": 0, "version": 0, 5: 1}
+    with pytest.raises(CorruptSessionError, match=r"extra fields found \(5\)"):
+        load_header(header)

@@ -148,7 +148,10 @@ def _record_keys(cls: type[Any]) -> frozenset[str]:
 
 
 def unknown_keys(value: Mapping[str, Any], keys: frozenset[str], cls: type[Any]) -> Exception:
-    return ForbiddenExtraKeysError("", cls, set(value) - keys)
+    # A key that is no str (a mapping built in Python) is named by its repr: the
+    # refusal's message joins and sorts the names, which only strs allow.
+    extra = {key if type(key) is str else shown_short(key) for key in set(value) - keys}
+    return ForbiddenExtraKeysError("", cls, extra)
 
 
 def _refuse_unknown(value: Any, keys: frozenset[str], cls: type[Any]) -> None:
