@@ -206,6 +206,14 @@ def test_lines_and_tools_given_as_one_value_are_refused_naming_the_field(build: 
         build()
 
 
+@pytest.mark.parametrize("system", [0, 0.0, False, b"", [], ()], ids=repr)
+def test_a_header_system_that_is_no_str_is_refused_even_when_empty(system: object) -> None:
+    """R8.2, R4.5: only an empty str is an absent system prompt; a value of another type is
+    refused naming the field, not logged as a header without one."""
+    with pytest.raises(TypeError, match=r"EpochHeader\.system must be a str or None"):
+        EpochHeader(LlmCallConfig("m"), system)  # type: ignore[arg-type]
+
+
 def test_lines_and_tools_in_any_ordered_iterable_are_taken() -> None:
     """R8.5: a list, a tuple or a generator of lines or schemas is taken in its order."""
     tool = ToolSchema("f", "d", {})

@@ -234,5 +234,7 @@ def joined_lines(value: Iterable[Any]) -> tuple[Any, ...]:
 
 def empty_is_none(value: str | None) -> str | None:
     # The canonical header has no empty system (R8.2): it is stored absent. A pair
-    # is joined as a block's text is (R1.6); anything but a str is left to refuse.
-    return whole(value) or None  # type: ignore[return-value]
+    # is joined as a block's text is (R1.6); anything but a str, a falsy one too
+    # (0, b"", []), is left to refuse.
+    joined = whole(value)
+    return None if isinstance(joined, str) and not joined else joined  # type: ignore[return-value]
