@@ -6,6 +6,7 @@ fast path tools check with (``make_validator``), which must give the same verdic
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Literal
 
@@ -226,3 +227,40 @@ def test_a_refusal_lists_many_choices_up_to_a_bound() -> None:
             refusal
             == f"x: must be one of {listed}, ... ({count} choices, all listed in the schema)"
         )
+
+
+@dataclasses.dataclass
+class _Cat:
+    kind: Literal["cat"]
+    lives: int = 9
+
+
+@dataclasses.dataclass
+class _Dog:
+    kind: Literal["dog"]
+    good: bool = True
+
+
+@tool
+def adopt(pet: _Cat | _Dog) -> str:
+    """Adopt a pet."""
+    return str(pet)
+
+
+def test_a_union_of_records_tagged_by_a_literal_reports_the_tagged_member(
+    validator: Validator,
+) -> None:
+    """R9.3: of a union of records told apart by a ``Literal`` field (an ``enum`` of one
+    value, as ``@tool`` writes it), the member whose tag the value carries gives the
+    complaint, as with a ``const`` tag, not the first member, which says its own tag is wrong.
+    """
+    schema = adopt.parameters
+    assert validator({"pet": {"kind": "dog", "good": 1}}, schema) == (
+        "pet.good: expected boolean, got integer"
+    )
+    assert validator({"pet": {"kind": "dog", "lives": 3}}, schema) == (
+        "pet.lives: unexpected property"
+    )
+    assert validator({"pet": {"kind": "cat", "lives": "9"}}, schema) == (
+        "pet.lives: expected integer, got string"
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from retinue._jsonschema import json_key, type_names
+from retinue._jsonschema import is_array, json_key, type_names
 
 __all__ = [
     "LISTED_CHOICES",
@@ -66,18 +66,25 @@ def wants_integer(member: object) -> bool:
 
 
 def tags_matched(value: object, member: Mapping[str, object]) -> int:
-    """How many of *member*'s ``const`` properties *value* has, equal."""
+    """How many of *member*'s tag properties *value* has, equal.
+
+    A tag allows one value: a ``const`` (pydantic's ``Literal``), or an ``enum`` of one
+    (``@tool``'s).
+    """
     properties = member.get("properties")
     if not isinstance(value, Mapping) or not isinstance(properties, Mapping):
         return 0
-    return sum(
-        1
-        for name, sub in properties.items()
-        if isinstance(sub, Mapping)
-        and "const" in sub
-        and name in value
-        and same(value[name], sub["const"])
-    )
+    return sum(1 for name, sub in properties.items() if name in value and _is_tag(sub, value[name]))
+
+
+def _is_tag(schema: object, value: object) -> bool:
+    """Whether *schema* allows one value alone, and it is *value*."""
+    if not isinstance(schema, Mapping):
+        return False
+    if "const" in schema:
+        return same(value, schema["const"])
+    options = schema.get("enum")
+    return is_array(options) and len(options) == 1 and same(value, options[0])
 
 
 def choices(member: Mapping[str, object]) -> Sequence[object] | None:
