@@ -264,3 +264,42 @@ def test_a_union_of_records_tagged_by_a_literal_reports_the_tagged_member(
     assert validator({"pet": {"kind": "cat", "lives": "9"}}, schema) == (
         "pet.lives: expected integer, got string"
     )
+
+
+def test_a_record_whose_tag_no_member_of_its_union_has_is_told_every_tag(
+    validator: Validator,
+) -> None:
+    """R9.3: a record of a union told apart by a tag field, carrying a tag no member has, is
+    refused at that field listing every member's tag (a ``Literal`` or a ``const``), not
+    with the first member's complaint: its own tag alone, or a field the value lacks.
+    """
+    assert validator({"pet": {"kind": "bird"}}, adopt.parameters) == (
+        'pet.kind: must be one of "cat", "dog"'
+    )
+    tagged = freeze_json(
+        {
+            "type": "object",
+            "properties": {
+                "x": {
+                    "anyOf": [
+                        {"$ref": "#/$defs/A"},
+                        {
+                            "type": "object",
+                            "properties": {"kind": {"const": "b"}, "s": {"type": "string"}},
+                            "required": ["kind", "s"],
+                        },
+                    ]
+                }
+            },
+            "$defs": {
+                "A": {
+                    "type": "object",
+                    "properties": {"kind": {"const": "a"}, "n": {"type": "integer"}},
+                    "required": ["kind", "n"],
+                }
+            },
+        }
+    )
+    assert isinstance(tagged, FrozenDict)
+    assert validator({"x": {"kind": "c"}}, tagged) == 'x.kind: must be one of "a", "b"'
+    assert validator({"x": {"kind": "b"}}, tagged) == "x.s: missing required property"

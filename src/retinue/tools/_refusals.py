@@ -12,6 +12,7 @@ __all__ = [
     "brief",
     "choices",
     "inexact",
+    "missed_tag",
     "one_of",
     "same",
     "show",
@@ -79,12 +80,40 @@ def tags_matched(value: object, member: Mapping[str, object]) -> int:
 
 def _is_tag(schema: object, value: object) -> bool:
     """Whether *schema* allows one value alone, and it is *value*."""
+    tag = _tag_of(schema)
+    return tag is not None and same(value, tag[0])
+
+
+def _tag_of(schema: object) -> tuple[object] | None:
+    """The one value *schema* allows, if it is a tag's schema."""
     if not isinstance(schema, Mapping):
-        return False
+        return None
     if "const" in schema:
-        return same(value, schema["const"])
+        return (schema["const"],)
     options = schema.get("enum")
-    return is_array(options) and len(options) == 1 and same(value, options[0])
+    return (options[0],) if is_array(options) and len(options) == 1 else None
+
+
+def missed_tag(
+    value: object, members: Sequence[Mapping[str, object]]
+) -> tuple[str, list[object]] | None:
+    """The tag property every one of *members* has, whose value in *value* is none of theirs.
+
+    Its name and the members' tags: a record with a tag no member has is told them all,
+    where any one member would name its own alone, or another field it wants.
+    """
+    if not isinstance(value, Mapping) or not members:
+        return None
+    properties = [member.get("properties") for member in members]
+    first = properties[0]
+    for name in first if isinstance(first, Mapping) else ():
+        if name not in value:
+            continue
+        tags = [_tag_of(p.get(name)) if isinstance(p, Mapping) else None for p in properties]
+        found = [tag[0] for tag in tags if tag is not None]
+        if len(found) == len(members) and not any(same(value[name], tag) for tag in found):
+            return name, list({json_key(tag): tag for tag in found}.values())
+    return None
 
 
 def choices(member: Mapping[str, object]) -> Sequence[object] | None:

@@ -52,6 +52,7 @@ from ._refusals import (
     brief,
     choices,
     inexact,
+    missed_tag,
     one_of,
     same,
     show,
@@ -286,6 +287,9 @@ def _refusal(
         if isinstance(member, Mapping) and _check_type(value, member, path) is None
     ]
     if typed:
+        tag = missed_tag(value, [member for member, _ in typed])
+        if tag is not None:
+            return f"{_join(path, tag[0])}: must be {one_of(tag[1])}"
         return max(typed, key=lambda pair: tags_matched(value, pair[0]))[1]
     if is_inexact_integer(value) and any(wants_integer(member) for member in tried):
         return inexact(value, path)
