@@ -324,6 +324,21 @@ async def test_set_items_equal_only_once_converted_are_refused_naming_the_parame
     assert "values: array items must be unique" in text
 
 
+async def test_set_items_equal_only_once_converted_are_named_by_their_indices() -> None:
+    """R9.3: of items equal only once converted (``[1, 2]`` and ``[2, 1]`` as frozensets), the
+    refusal names which item repeats which, as a JSON duplicate's does, not the set alone."""
+
+    def groups(sets: list[set[frozenset[int]]]) -> str:
+        return str(len(sets))
+
+    text, error = await execute(tool(groups), {"sets": [[[1, 2], [3], [2, 1]]]})
+    assert error is not None
+    assert error.code == "INVALID_ARGUMENTS"
+    assert text.endswith(
+        "sets[0]: array items must be unique, as items of a set, but [2] equals [0] once converted"
+    )
+
+
 @dataclasses.dataclass
 class _Mutable:
     x: int

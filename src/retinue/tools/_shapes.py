@@ -284,10 +284,23 @@ def _set(
         distinct = kind(converted)
         if len(distinct) < len(converted):
             # Distinct in JSON, equal once converted (``1`` and ``true`` both in a set[int | bool]).
-            raise ValueError("array items must be unique, as items of a set")
+            raise ValueError(_repeated(converted))
         return distinct
 
     return Shape({"type": "array", "items": item.schema, "uniqueItems": True}, coerce)
+
+
+def _repeated(items: list[object]) -> str:
+    """Which of the converted *items*, hashable all, repeats which."""
+    first: dict[object, int] = {}
+    for index, item in enumerate(items):
+        seen = first.setdefault(item, index)
+        if seen != index:
+            return (
+                f"array items must be unique, as items of a set, but [{index}] equals "
+                f"[{seen}] once converted"
+            )
+    return "array items must be unique, as items of a set"
 
 
 def _to_tuple(value: object) -> object:
