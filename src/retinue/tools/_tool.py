@@ -18,6 +18,7 @@ from retinue._lossless import FrozenDict, JsonValue, freeze_json
 from retinue._naming import code_name
 from retinue._request import ToolSchema
 
+from ._fit import check_fit
 from ._keywords import root_definition
 from ._sent import as_sent
 from ._validate import make_validator
@@ -343,7 +344,10 @@ class Tool:
     ``$ref`` that leads nowhere or loops without descending into a value: ``ValueError`` (``TypeError`` for a keyword value of the wrong
     JSON type) naming its path, e.g. ``parameters.properties.days.minimum``.
     A constraint in the schema is enforced on every call or refused once,
-    never ignored.
+    never ignored. So is a schema whose every call ``fn`` would refuse: a
+    ``required`` property naming none of its parameters (unless it takes
+    ``**kwargs``), or a parameter of it without a default that the schema
+    neither lists nor lets a call add (``ValueError``).
 
     A pattern runs on the runtime's thread, with Python's backtracking ``re``
     (pydantic's own validation uses a linear-time engine): one that can match
@@ -415,6 +419,8 @@ class Tool:
         object.__setattr__(self, "call", _by_position(self.fn))
         # Checked first: the schema sent is read only once the parameters are known sound.
         object.__setattr__(self, "check_arguments", make_validator(self.parameters))
+        if self.bind is None:  # a binder maps the arguments to the body's keywords its own way
+            check_fit(self.fn, self.parameters, self.context_parameter)
         sent = as_sent(self.parameters)
         object.__setattr__(self, "schema", ToolSchema(self.name, self.description, sent))
         object.__setattr__(self, "is_async", _is_async(self.fn))

@@ -1,0 +1,58 @@
+"""Whether a hand-written tool's schema fits its body: each call must be one it can take."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+
+from retinue._naming import code_name
+
+__all__ = ["check_fit"]
+
+_BY_NAME = (
+    # A positional-only parameter is filled by name from the arguments, then passed by position.
+    inspect.Parameter.POSITIONAL_ONLY,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    inspect.Parameter.KEYWORD_ONLY,
+)
+
+
+def check_fit(
+    fn: Callable[..., object], parameters: Mapping[str, object], context_parameter: str | None
+) -> None:
+    """Refuse *parameters* (a checked schema) when *fn* would refuse every call they allow.
+
+    *fn*'s own signature is read, not that of a function it wraps: a wrapper may take
+    other names and pass them on as it likes. One that cannot be read, or takes
+    ``**kwargs`` (for names the schema requires), says nothing.
+
+    Raises:
+        ValueError: a required property names no parameter of *fn*, or a parameter of
+            *fn* without a default is one the schema never lets a call give.
+    """
+    try:
+        own = inspect.signature(fn, follow_wrapped=False).parameters
+    except (TypeError, ValueError):
+        return
+    named = {name: p for name, p in own.items() if p.kind in _BY_NAME}
+    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in own.values())
+    required = parameters.get("required")
+    for index, name in enumerate(required if isinstance(required, list | tuple) else ()):
+        if name not in named and not open_ended:
+            raise ValueError(
+                f'parameters.required[{index}]: "{name}" names no parameter of {code_name(fn)}: '
+                "every call passes it by name and would fail; name a parameter of the body, "
+                "or let it take **kwargs"
+            )
+    if parameters.get("additionalProperties") is not False:
+        return  # the model may give any other name as well
+    properties = parameters.get("properties")
+    listed = properties if isinstance(properties, Mapping) else {}
+    for name, parameter in named.items():
+        given = name in listed or name == context_parameter
+        if parameter.default is inspect.Parameter.empty and not given:
+            raise ValueError(
+                f"parameters: {code_name(fn)} requires {name!r}, which the schema neither "
+                "lists as a property nor lets the model add: every call would fail; add "
+                "it to the properties, or give it a default"
+            )

@@ -1,0 +1,120 @@
+"""A hand-written tool's schema must fit its body's parameters (R9.7): a schema whose every
+call the body would refuse is refused when the tool is built."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import pytest
+
+from retinue.tools import Tool, ToolContext, tool
+from tests.unit._tool_kit import execute
+
+WEATHER = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+    "required": ["city"],
+}
+
+
+class Request:
+    def __init__(self, city: str) -> None:
+        self.city = city
+
+
+def _takes_the_model(request: Request) -> str:
+    return request.city
+
+
+def _takes_town(town: str, days: int = 1) -> str:
+    return f"{town} {days}"
+
+
+def test_a_required_property_the_body_cannot_take_is_refused_when_built() -> None:
+    """R9.7: every call passes each required property by name; a body that takes none of
+    that name (a pydantic model's schema over a body taking the model itself, say) would
+    fail every call with an unexpected keyword, so the tool is refused, naming both."""
+    for body in (_takes_the_model, _takes_town):
+        name = body.__name__
+        with pytest.raises(
+            ValueError,
+            match=rf"^parameters\.required\[0\]: \"city\" names no parameter of {name}: ",
+        ):
+            Tool("weather", "Weather.", WEATHER, body)
+
+
+def _two(city: str, unit: str) -> str:
+    return f"{city} {unit}"
+
+
+def test_a_required_parameter_the_schema_never_gives_is_refused_when_built() -> None:
+    """R9.7: a parameter of the body without a default, which the schema neither lists nor
+    lets the model add (``additionalProperties: false``), is missing from every call."""
+    closed = {**WEATHER, "additionalProperties": False}
+    with pytest.raises(
+        ValueError, match=re.escape("parameters: _two requires 'unit', which the schema")
+    ):
+        Tool("weather", "Weather.", closed, _two)
+
+
+def _open(city: str, **extra: object) -> str:
+    return f"{city} {sorted(extra)}"
+
+
+def _city(city: str, days: int = 1, *, ctx: ToolContext) -> str:
+    return f"{city} {days} {ctx.call_id}"
+
+
+def _positional(city: str, /, days: int = 1) -> str:
+    return f"{city} {days}"
+
+
+def _unit_later(city: str, unit: str) -> str:
+    return f"{city} {unit}"
+
+
+def _passes_on(fn: object) -> object:
+    @functools.wraps(_takes_town)
+    def wrapper(**kwargs: object) -> object:
+        kwargs["town"] = kwargs.pop("city")
+        return _takes_town(**kwargs)  # type: ignore[arg-type]
+
+    return wrapper
+
+
+@pytest.mark.parametrize(
+    ("body", "context_parameter"),
+    [
+        (_open, None),
+        (_city, "ctx"),
+        (_positional, None),
+        # Open to more properties: the model may give unit as one.
+        (_unit_later, None),
+        # A wrapper renaming what it takes: its own parameters are what a call reaches.
+        (_passes_on(_takes_town), None),
+        (functools.partial(_positional, days=3), None),
+    ],
+)
+async def test_bodies_that_can_take_the_calls_still_build(
+    body: object, context_parameter: str | None
+) -> None:
+    """R9.7: ``**kwargs``, a positional-only parameter (filled by name), the context
+    parameter, an open schema and a wrapper's own signature all fit; calls run."""
+    weather = Tool("weather", "Weather.", WEATHER, body, context_parameter=context_parameter)  # type: ignore[arg-type]
+    text, error = await execute(
+        weather, {"city": "Oslo", "unit": "c"} if body is _unit_later else {"city": "Oslo"}
+    )
+    assert error is None, text
+    assert text.startswith("Oslo")
+
+
+def test_decorated_tools_fit_their_bodies() -> None:
+    """R9.7: the schema ``@tool`` reads from a signature always fits it."""
+
+    @tool
+    def plan(city: str, /, days: int, *, ctx: ToolContext, **extra: int) -> str:
+        """Plan."""
+        return city
+
+    assert plan.name == "plan"
