@@ -78,6 +78,42 @@ async def test_predicate_and_not_are_checked_on_every_call_before_the_body() -> 
     assert ran == [(4, ["a", "b"], "a1")]
 
 
+async def test_each_argument_a_check_refuses_is_named_as_the_schema_check_names_them() -> None:
+    """R9.3: the checks that run as the arguments are converted (a ``Predicate``, a record's
+    own validation, a set's items equal once converted) name each argument they refuse, up
+    to five and then that there are more, as the schema's check does, so a model fixes them
+    in one call; the body never runs."""
+    ran: list[object] = []
+
+    @tool
+    def tally(
+        a: Annotated[int, annotated_types.Predicate(_is_even)] = 0,
+        b: list[annotated_types.LowerCase[str]] = [],  # noqa: B006 - read, never changed
+        c: Annotated[int, annotated_types.Predicate(_is_large)] = 200,
+        d: set[int | bool] = set(),  # noqa: B006 - read, never changed
+        e: Annotated[int, annotated_types.Predicate(_is_even)] = 0,
+        f: Annotated[int, annotated_types.Predicate(_is_even)] = 0,
+        g: Annotated[int, annotated_types.Predicate(_is_even)] = 0,
+    ) -> str:
+        """Tally."""
+        ran.append(a)
+        return "ok"
+
+    two = await _call(tally, {"a": 3, "b": ["x"], "c": 5})
+    assert _refusal(two) == (
+        'Error: invalid arguments for tool "tally": a: must satisfy _is_even, got 3; '
+        "c: must satisfy _is_large, got 5"
+    )
+    every = {"a": 1, "b": ["X"], "c": 1, "d": [1, True], "e": 1, "f": 1, "g": 1}
+    refusal = _refusal(await _call(tally, every))
+    assert refusal.startswith(
+        'Error: invalid arguments for tool "tally": a: must satisfy _is_even, got 1; '
+        "b[0]: must satisfy str.islower, got 'X'; c: must satisfy _is_large, got 1; d: "
+    )
+    assert refusal.endswith("; e: must satisfy _is_even, got 1; and more")
+    assert ran == []
+
+
 async def test_an_annotated_shorthand_given_as_metadata_is_checked_as_its_rules() -> None:
     """R9.7: annotated-types' ``LowerCase`` written as metadata, ``Annotated[str, LowerCase]``
     where ``LowerCase[str]`` was meant, is an ``Annotated`` alias holding a ``Predicate``:

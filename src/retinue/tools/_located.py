@@ -27,6 +27,7 @@ __all__ = [
     "member_check",
     "note_refused",
     "pairs_of",
+    "placed_at",
     "raise_at",
     "refused_before",
 ]
@@ -95,14 +96,22 @@ def raise_at(segment: str, exc: Exception) -> NoReturn:
     converting the parts again to find the one that refused would double the work
     at each level of the value.
     """
+    placed = placed_at(segment, exc)
+    if isinstance(exc, RecursionError):
+        raise placed from None
+    raise placed from placed.cause
+
+
+def placed_at(segment: str, exc: Exception) -> _ArgumentError:
+    """*exc*, a part's refusal, as :func:`raise_at` raises it."""
     if isinstance(exc, _ArgumentError):
-        raise _ArgumentError(segment + exc.path, exc.cause) from exc.cause
+        return _ArgumentError(segment + exc.path, exc.cause)
     if isinstance(exc, RecursionError):
         # Python's stack ran out before the records' limit did: the hooks wrapping the
         # call (tools/execute middlewares) take their share of it. Refused as too deep,
         # its path cut short, not as a RecursionError with a path of kilobytes.
-        raise _ArgumentError(segment, NestedTooDeeplyError(_STACK_SPENT)) from None
-    raise _ArgumentError(segment, exc) from exc
+        return _ArgumentError(segment, NestedTooDeeplyError(_STACK_SPENT))
+    return _ArgumentError(segment, exc)
 
 
 _STACK_SPENT = "deeper than the stack left to this call holds"

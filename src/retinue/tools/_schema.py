@@ -18,10 +18,10 @@ from retinue._naming import code_name
 from ._annotations import refuse_field_default
 from ._defs import with_definitions
 from ._docstring import parse_docstring
+from ._each import LEAVES, converter, raise_each
 from ._hints import HintTooDeepError, parameter_hints, unwrap
 from ._inhabited import check_finite
 from ._keywords import PROPERTY_NAME_RULE, is_property_name
-from ._located import raise_at
 from ._record_init import BY_NAME
 from ._schema_depth import check_depth
 from ._shapes import (
@@ -38,9 +38,6 @@ from ._tool import Tool, ToolContext, layers
 from ._wrappers import check_takes_what_it_shows, shown_by
 
 __all__ = ["FunctionSpec", "RestBinder", "ShapeBinder", "describe", "type_schema"]
-
-# JSON values that thaw to themselves.
-_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 _VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
 _VAR_KEYWORD = inspect.Parameter.VAR_KEYWORD
@@ -465,11 +462,9 @@ class ShapeBinder:
             shape = shapes.get(name)
             if shape is not None:
                 try:
-                    bound[name] = shape.coerce(
-                        value if type(value) in _LEAVES else thaw_json(value)
-                    )
+                    bound[name] = shape.coerce(value if type(value) in LEAVES else thaw_json(value))
                 except Exception as exc:
-                    raise_at(name, exc)
+                    raise_each(name, exc, arguments, converter(shapes))
         return bound
 
 
@@ -494,7 +489,7 @@ class RestBinder:
         for name, value in arguments.items():
             shape = self.shapes.get(name, self.rest)
             try:
-                bound[name] = shape.coerce(value if type(value) in _LEAVES else thaw_json(value))
+                bound[name] = shape.coerce(value if type(value) in LEAVES else thaw_json(value))
             except Exception as exc:
-                raise_at(str(name), exc)
+                raise_each(str(name), exc, arguments, converter(self.shapes, self.rest))
         return bound
