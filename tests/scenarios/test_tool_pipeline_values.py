@@ -97,7 +97,7 @@ async def test_dispatch_invalid_arguments_never_reach_the_body() -> None:
 
 async def test_dispatch_raw_string_arguments_are_reported_as_invalid_json() -> None:
     """R9.6: invalid JSON arrives as the raw string; the model is told its JSON is invalid,
-    with the start of what it sent, rather than that it sent a string.
+    with what it sent (of a long text, where it breaks), rather than that it sent a string.
     """
     _, registry = setup()
     truncated = await registry.execute(call(arguments='{"text": "hi'))
@@ -106,10 +106,29 @@ async def test_dispatch_raw_string_arguments_are_reported_as_invalid_json() -> N
         "INVALID_ARGUMENTS",
     )
     long = await registry.execute(call(arguments='{"text": "' + "x" * 200))
-    assert text_of(long).endswith(f"""not valid JSON: '{{"text": "{"x" * 70}'...""")
+    assert text_of(long).endswith(
+        f"""not valid JSON: broken at character 9 of 210 (Unterminated string starting at): \
+'{{"text": "{"x" * 70}'..."""
+    )
     # JSON text inside a JSON string (encoded twice) is valid JSON, but not an object.
     twice = await registry.execute(call(arguments='{"text": "hi"}'))
     assert text_of(twice).endswith("arguments: expected object, got string")
+
+
+async def test_long_invalid_json_arguments_are_shown_where_they_break() -> None:
+    """R9.6: of arguments too long to show whole, the model is shown where its JSON breaks
+    (an unescaped quote deep in a long string, say) and why, with the text around that
+    point, not their start alone, which may hold no mistake.
+    """
+    _, registry = setup()
+    start = '{"text": "' + "a" * 150 + ' say "'
+    rest = 'hi" to them"}'
+    result = await registry.execute(call(arguments=start + rest))
+    around = (start + rest)[-80:]  # the 80 characters up to the end, the point among them
+    assert text_of(result) == (
+        'Error: invalid arguments for tool "echo": arguments: not valid JSON: broken at '
+        f"character {len(start)} of {len(start + rest)} (Expecting ',' delimiter): ...{around!r}"
+    )
 
 
 @pytest.mark.parametrize(

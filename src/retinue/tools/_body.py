@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import logging
 from collections.abc import Awaitable
 from types import CoroutineType
@@ -136,6 +137,8 @@ def _unparsed_problem(arguments: str, raw: str | None) -> str | None:
     except InvalidJsonError as exc:
         # JSON that no value can hold: a number too long or out of range says so.
         return str(exc)
+    except json.JSONDecodeError as exc:
+        return f"not valid JSON: {_broken_at(arguments, exc)}"
     except ValueError:
         return f"not valid JSON: {_excerpt(arguments)}"
     # Only when the loop did not parse them: valid JSON text is the value itself.
@@ -146,6 +149,20 @@ def _excerpt(text: str) -> str:
     if len(text) <= _EXCERPT_CHARS:
         return repr(text)
     return f"{text[:_EXCERPT_CHARS]!r}..."
+
+
+def _broken_at(text: str, exc: json.JSONDecodeError) -> str:
+    """The text, or where in it the JSON breaks and why, with the text around that point.
+
+    Shown whole, a short text shows its mistake. Of a long one, its start may hold none
+    (an unescaped quote deep in a long string, say): the model is shown the point itself.
+    """
+    if len(text) <= _EXCERPT_CHARS:
+        return repr(text)
+    start = max(0, min(exc.pos - _EXCERPT_CHARS // 2, len(text) - _EXCERPT_CHARS))
+    end = start + _EXCERPT_CHARS
+    around = f"{'...' if start else ''}{text[start:end]!r}{'...' if end < len(text) else ''}"
+    return f"broken at character {exc.pos} of {len(text)} ({exc.msg}): {around}"
 
 
 def _keyword_arguments(tool: Tool, execution: ToolExecution) -> dict[str, object]:
