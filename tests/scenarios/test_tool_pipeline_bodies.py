@@ -219,6 +219,27 @@ async def test_dispatch_timeout_is_a_coded_error_on_the_virtual_clock(
     assert shape(in_time) == {"text": "woke", "is_error": False, "error": None}
 
 
+@pytest.mark.parametrize(
+    ("limit", "shown"), [(1_234_567, "1234567s"), (0.5, "0.5s"), (2.0, "2s"), (1e-7, "1e-07s")]
+)
+async def test_a_timeout_is_named_as_it_was_given(
+    autojump_clock: object, limit: float, shown: str
+) -> None:
+    """R9.7: the TOOL_TIMEOUT error names the limit the tool was given, not a rounding of it
+    (six digits made 1234567 s read 1.23457e+06 s)."""
+
+    @tool(timeout=limit)
+    async def hang() -> str:
+        """Sleep for ever."""
+        await trio.sleep_forever()
+        return "never"
+
+    _, registry = setup(hang)
+    with trio.fail_after(2_000_000):
+        result = await registry.execute(call("hang", {}))
+    assert shape(result) == failed(f'tool "hang" timed out after {shown}', "TOOL_TIMEOUT")
+
+
 async def test_dispatch_timeout_abandons_a_blocked_sync_tool(autojump_clock: object) -> None:
     """R9.7: a sync body past its timeout is abandoned in its thread; the call fails at once,
     and the abandoned thread holds no slot of trio's default thread pool.

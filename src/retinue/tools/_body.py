@@ -370,9 +370,16 @@ async def _run_within(
 
 
 def _timed_out(tool: Tool, call_id: str, *, started: bool) -> ToolExecutionResult:
-    limit = f"{tool.timeout:g}s"
+    assert tool.timeout is not None
+    limit = f"{_seconds(tool.timeout)}s"
     if started:
         message = f'tool "{tool.name}" timed out after {limit}'
     else:
         message = f'tool "{tool.name}" did not run: no worker thread free within {limit}'
     return error_result(call_id, message, code=TOOL_TIMEOUT)
+
+
+def _seconds(timeout: float) -> str:
+    """*timeout* as written: ``5`` for ``5.0``, but every digit of ``1234567`` (``g`` keeps six)."""
+    short = f"{timeout:g}"
+    return short if float(short) == timeout else repr(timeout)
