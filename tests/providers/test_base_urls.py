@@ -7,13 +7,19 @@ an empty variable counts as unset, so the service's own URL is used.
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from pathlib import Path
 
+import httpx2
 import pytest
 
+from retinue.providers import AuthenticationError, ProviderError
 from retinue.providers.anthropic import AnthropicModel
 from retinue.providers.openai import OpenAIModel
+from tests.helpers import ANTHROPIC_CREDENTIAL_VARIABLES
+from tests.providers.support import collect, make_request
 
 Adapter = type[OpenAIModel] | type[AnthropicModel]
 
@@ -181,9 +187,63 @@ async def test_no_hosted_api_gets_the_placeholder_key(
     none, and never to a provider's own API, whichever protocol it is reached by (Anthropic
     serves the Chat protocol, OpenAI neither's): there it has no credentials and fails
     ``MISSING_CREDENTIALS`` before sending, where a placeholder met a 401 from the server."""
-    _clear(monkeypatch)
-    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))  # no Anthropic profile on disk
+    _clear_credentials(monkeypatch, tmp_path)
     async with adapter(base_url=url) as model:
         assert model.has_credentials is placeholder
+
+
+def _clear_credentials(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    _clear(monkeypatch)
+    for name in ("OPENAI_API_KEY", *ANTHROPIC_CREDENTIAL_VARIABLES):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))  # no Anthropic profile on disk
+
+
+def _anthropic_profile(directory: Path) -> None:
+    """A signed-in Anthropic profile, as the SDK reads one: its token is ``PROFILE-TOKEN``."""
+    for part, content in (
+        ("configs", {"authentication": {"type": "user_oauth"}}),
+        ("credentials", {"access_token": "PROFILE-TOKEN", "expires_at": int(time.time()) + 3600}),
+    ):
+        (directory / part).mkdir()
+        path = directory / part / "default.json"
+        path.write_text(json.dumps(content))
+        path.chmod(0o600)
+
+
+@pytest.mark.parametrize(
+    ("url", "sent"),
+    [
+        ("https://api.deepseek.com/anthropic", False),
+        ("https://api.openai.com/v1", False),
+        ("http://localhost:8000/anthropic", True),
+    ],
+)
+async def test_an_anthropic_profile_serves_anthropics_api_alone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str, sent: bool
+) -> None:
+    """The Anthropic SDK's own credentials (a profile on disk) never go to another host:
+    another provider's API fails ``MISSING_CREDENTIALS`` with nothing sent, and a
+    compatible server gets the placeholder, where the profile's token (and, expired,
+    its refresh token) went to whichever host the adapter was pointed at."""
+    _clear_credentials(monkeypatch, tmp_path)
+    _anthropic_profile(tmp_path)
+    monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path))
+    seen: list[str] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        seen.append(" ".join(f"{name}: {value}" for name, value in request.headers.items()))
+        return httpx2.Response(
+            401, json={"type": "error", "error": {"type": "authentication_error", "message": "no"}}
+        )
+
+    async with AnthropicModel(base_url=url, transport=httpx2.MockTransport(answer)) as model:
+        assert model.has_credentials is sent
+        with pytest.raises(ProviderError) as caught:
+            await collect(model, make_request("hi"))
+    if sent:
+        assert isinstance(caught.value, AuthenticationError)
+    else:
+        assert caught.value.code == "MISSING_CREDENTIALS"
+    assert len(seen) == sent
+    assert not any("PROFILE-TOKEN" in headers for headers in seen)

@@ -156,8 +156,8 @@ def needs_key(base_url: str | None) -> bool:
     """Whether requests to *base_url* (``None``: the adapter's own provider) need a key.
 
     A compatible server may need none, so an adapter without a key sends a
-    placeholder there; to a provider's own API (either provider's: each serves
-    the other's protocol too) that would only turn a missing key into a 401 from
-    the server, so it sends none and fails ``MISSING_CREDENTIALS`` first.
+    placeholder there; to one of these providers' own APIs, whichever adapter is
+    pointed there, that would only turn a missing key into a 401 from the server,
+    so the adapter sends nothing and fails ``MISSING_CREDENTIALS`` first.
     """
     return base_url is None or any(on_domain(base_url, domain) for domain in HOSTED_DOMAINS)

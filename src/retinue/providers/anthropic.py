@@ -39,7 +39,7 @@ from ._http import (
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
 from ._sending import close_response
 from ._settings import check_header_lines, check_header_names, check_identity
-from ._urls import base_url_from, client_base_url, needs_key
+from ._urls import base_url_from, client_base_url, needs_key, on_domain
 
 __all__ = ["AnthropicModel"]
 
@@ -70,6 +70,11 @@ def _check_thinking_budget(thinking_budget: int, default_max_tokens: int) -> Non
         )
 
 
+def _is_anthropic(base_url: str | None) -> bool:
+    """Whether requests go to Anthropic's own API (no base URL means it, too)."""
+    return base_url is None or on_domain(base_url, "anthropic.com")
+
+
 def _missing_credentials(provider: str) -> ProviderError:
     return ProviderError(
         f"{provider}: missing credentials: pass api_key= or set the ANTHROPIC_API_KEY "
@@ -91,7 +96,9 @@ class AnthropicModel(ClientOwner):
     Args:
         base_url: The API root, an ``http(s)://`` URL (default: ``ANTHROPIC_BASE_URL``
             when set and not empty, else Anthropic's).
-        api_key: The key (a local ``base_url`` without one gets a placeholder).
+        api_key: The key. Without one (nor ``ANTHROPIC_AUTH_TOKEN``), the SDK's credential
+            chain (a profile) serves Anthropic's own API alone; a compatible server gets
+            a placeholder, and OpenAI's or DeepSeek's API nothing: ``MISSING_CREDENTIALS``.
         provider: The provider name this adapter reports.
         default_max_tokens: ``max_tokens`` when a request sets none (the API requires one).
         thinking_budget: Enables extended thinking with this token budget: at least
@@ -168,8 +175,13 @@ class AnthropicModel(ClientOwner):
         check_header_lines(
             default_headers, **{key_source: api_key}, ANTHROPIC_AUTH_TOKEN=auth_token
         )
-        if api_key is None and not auth_token and not needs_key(base_url):
+        keyless = api_key is None and not auth_token and not _is_anthropic(base_url)
+        if keyless:
+            # Only Anthropic's own API gets the SDK's credential chain: elsewhere a
+            # profile's Anthropic token (and its refresh token) would go to that host.
             api_key = "not-needed"
+        # Another provider's own API refuses a placeholder: refused here, nothing sent.
+        self._needs_real_key = keyless and needs_key(base_url)
         self.provider = provider
         self._read_timeout = timeout
         self._default_max_tokens = default_max_tokens
@@ -203,7 +215,7 @@ class AnthropicModel(ClientOwner):
         sent (``MISSING_CREDENTIALS``); this lets a caller refuse to start instead.
         """
         client = self._client
-        return (
+        return not self._needs_real_key and (
             client.api_key is not None
             or client.auth_token is not None
             or client.credentials is not None
@@ -250,6 +262,8 @@ class AnthropicModel(ClientOwner):
 
     async def _stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         self._check_open()
+        if self._needs_real_key:
+            raise _missing_credentials(self.provider)
         body = anthropic_request_body(
             request,
             default_max_tokens=self._default_max_tokens,

@@ -104,9 +104,10 @@ class OpenAIModel(ClientOwner):
         transport: An ``httpx2`` transport to use instead of the sharded pools and any
             proxy (tests).
 
-    Without a key (and no ``base_url``) the adapter builds, :attr:`has_credentials`
-    is false, and each request fails with a :class:`~retinue.providers.ProviderError`
-    coded ``MISSING_CREDENTIALS``.
+    Without a key, to OpenAI's own API (no ``base_url``), Anthropic's or DeepSeek's,
+    the adapter builds, :attr:`has_credentials` is false, and each request fails
+    with a :class:`~retinue.providers.ProviderError` coded ``MISSING_CREDENTIALS``;
+    any other server gets a placeholder key.
 
     Raises:
         TypeError: *provider* is no non-empty str, *default_headers* no mapping of
