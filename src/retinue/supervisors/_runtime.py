@@ -209,16 +209,15 @@ class Runtime:
         *options* without a ``model`` keep the stored model and settings; each
         setting they give (provider, temperature, max_tokens, stop) replaces
         the stored one. The session keeps the cwd of its stored header (R11.15): *options*
-        whose ``cwd`` is set to another raise ``SessionError(CWD_MISMATCH)``,
-        and the session is let go as loaded. *options* that are no
-        :class:`AgentOptions`, or a *setup* that is not callable, raise ``TypeError``, and an id no store can hold
-        ``SessionError(INVALID_SESSION_ID)``. A store whose ``load`` returns no
-        :class:`~retinue.session.Session`, or the session of another id, raises
-        ``StoreError(CORRUPT_SESSION)``, one that leaves a crashed turn open (R11.9)
-        ``StoreError(OPEN_TURN)``. An id not stored raises ``StoreError(SESSION_NOT_FOUND)``,
-        one live here ``SessionError(SESSION_ALREADY_EXISTS)``, one another runtime writes
-        ``StoreError(SESSION_TRACKED)`` (``SESSION_LOCKED`` from a store of its own), and a
-        resume once the runtime is shutting down (or one its close aborts) ``RuntimeError``.
+        whose ``cwd`` is another raise ``SessionError(CWD_MISMATCH)``, the session let go.
+        *options* that are no :class:`AgentOptions`, or a *setup* that is not callable,
+        raise ``TypeError``; an id no store can hold ``SessionError(INVALID_SESSION_ID)``,
+        one not stored ``StoreError(SESSION_NOT_FOUND)``, one live here
+        ``SessionError(SESSION_ALREADY_EXISTS)``, one another runtime writes
+        ``StoreError(SESSION_TRACKED)`` (``SESSION_LOCKED`` from a store of its own). A
+        ``load`` returning no :class:`~retinue.session.Session`, or another id's, raises
+        ``StoreError(CORRUPT_SESSION)``, one leaving a crashed turn open (R11.9)
+        ``StoreError(OPEN_TURN)``; a resume as the runtime shuts down ``RuntimeError``.
         """
         self._check_run()
         options = options_of(options)
