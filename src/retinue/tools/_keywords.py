@@ -186,9 +186,6 @@ class _Walk:
         self.checked.add(id(node))
         for key, value in node.items():
             if is_annotation(key):
-                annotation = _ANNOTATION_CHECKS.get(key)
-                if annotation is not None:
-                    annotation(self, node, value, f"{path}.{key}")
                 continue
             check = _KEYWORD_CHECKS.get(key)
             if check is None:
@@ -419,45 +416,6 @@ _KEYWORD_CHECKS: dict[str, KeywordCheck] = {
     "$ref": _check_ref,
     "$defs": _check_schema_map,
     "definitions": _check_schema_map,
-}
-
-
-def _check_text(_walk: _Walk, _node: Mapping[str, object], value: object, path: str) -> None:
-    if not isinstance(value, str):
-        raise TypeError(f"{path}: must be a string, got {json_type_name(value)}")
-
-
-def _check_examples(_walk: _Walk, _node: Mapping[str, object], value: object, path: str) -> None:
-    if not is_array(value):
-        raise TypeError(f"{path}: must be an array of examples, got {json_type_name(value)}")
-
-
-def _check_schema_value(
-    _walk: _Walk, _node: Mapping[str, object], value: object, path: str
-) -> None:
-    """``contentSchema``: a schema, though one that constrains nothing here."""
-    if not isinstance(value, Mapping | bool):
-        raise TypeError(
-            f"{path}: must be a schema (a JSON object or a boolean), got {json_type_name(value)}"
-        )
-
-
-# What JSON Schema's meta-schema wants each annotation's value to be: a provider that checks
-# a tool's schema against it refuses every request carrying one that breaks it. ``default``
-# may be any value; ``discriminator`` and ``x-`` extensions are no keywords of its.
-_ANNOTATION_CHECKS: dict[str, KeywordCheck] = {
-    "$comment": _check_text,
-    "$schema": _check_text,
-    "contentEncoding": _check_text,
-    "contentMediaType": _check_text,
-    "contentSchema": _check_schema_value,
-    "deprecated": _check_flag,
-    "description": _check_text,
-    "examples": _check_examples,
-    "format": _check_text,
-    "readOnly": _check_flag,
-    "title": _check_text,
-    "writeOnly": _check_flag,
 }
 
 ENFORCED = frozenset(_KEYWORD_CHECKS)

@@ -335,9 +335,7 @@ class Tool:
     ``title``, ``description``, ``default`` (not checked against the schema),
     ``examples``, ``deprecated``, ``readOnly``, ``writeOnly``, ``$comment``,
     ``$schema``, ``format``, ``contentEncoding``, ``contentMediaType``, ``contentSchema``,
-    OpenAPI's ``discriminator`` and any ``x-`` extension, each of the JSON type
-    JSON Schema's meta-schema gives it (``description`` a string, ``examples`` an
-    array, ``readOnly`` a boolean). Any other keyword is refused when the tool is
+    OpenAPI's ``discriminator`` and any ``x-`` extension. Any other keyword is refused when the tool is
     built, as are ``oneOf``, ``anyOf``, ``allOf``, ``enum``, ``const`` and
     ``not`` at the root (providers refuse a tool carrying them there), an
     unknown type name, a malformed keyword value, an invalid pattern and a
