@@ -71,6 +71,58 @@ def test_a_shape_providers_refuse_is_sent_spelled_out(
     assert thaw_json(built.parameters) == parameters
 
 
+@pytest.mark.parametrize(
+    ("keyword", "value"),
+    [
+        ("description", None),
+        ("title", 5),
+        ("$comment", ["c"]),
+        ("$schema", 2020),
+        ("format", None),
+        ("contentMediaType", 1),
+        ("contentEncoding", False),
+        ("examples", {"one": 1}),
+        ("deprecated", "yes"),
+        ("readOnly", 1),
+        ("writeOnly", None),
+        ("contentSchema", "integer"),
+    ],
+)
+def test_an_annotation_of_the_wrong_json_type_is_left_out_of_the_schema_sent(
+    keyword: str, value: object
+) -> None:
+    """R9.7: JSON Schema's meta-schema gives each annotation a type (``description`` a
+    string, ``examples`` an array, ``readOnly`` a boolean), and a provider checking tools
+    against it refuses every request carrying one that breaks it (``"description": null``
+    from a converter dumping unset fields, pydantic's ``examples`` as an object): the tool
+    builds, and the schema sent leaves it out, at any depth; it constrained nothing."""
+    nested = {"type": "object", "properties": {"b": {"type": "string", keyword: value}}}
+    parameters = {**holding("a", nested), keyword: value}
+    built = Tool("t", "A tool.", parameters, nothing)
+    assert thaw_json(built.schema.parameters) == holding(
+        "a", {"type": "object", "properties": {"b": {"type": "string"}}}
+    )
+    assert thaw_json(built.parameters) == parameters
+
+
+def test_annotations_of_their_own_type_are_sent_as_written() -> None:
+    """R9.7: well-typed annotations, ``contentSchema``'s inner ones too, reach the model."""
+    parameters = holding(
+        "a",
+        {
+            "type": "string",
+            "description": "d",
+            "title": "t",
+            "examples": ["x"],
+            "deprecated": False,
+            "format": "date",
+            "contentSchema": {"type": "object", "description": "inner"},
+        },
+    )
+    built = Tool("t", "A tool.", parameters, nothing)
+    assert thaw_json(built.schema.parameters) == parameters
+
+
 def test_data_that_looks_like_a_schema_is_sent_as_written() -> None:
     """R9.7: ``const``, ``enum``, ``default`` and ``examples`` hold values, not schemas:
     nothing is added to them, nor to a property merely named ``items``."""

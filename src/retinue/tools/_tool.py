@@ -335,7 +335,9 @@ class Tool:
     ``title``, ``description``, ``default`` (not checked against the schema),
     ``examples``, ``deprecated``, ``readOnly``, ``writeOnly``, ``$comment``,
     ``$schema``, ``format``, ``contentEncoding``, ``contentMediaType``, ``contentSchema``,
-    OpenAPI's ``discriminator`` and any ``x-`` extension. Any other keyword is refused when the tool is
+    OpenAPI's ``discriminator`` and any ``x-`` extension; one of the wrong JSON type
+    (``"description": null``) is left out of the schema sent, as JSON Schema's
+    meta-schema refuses it. Any other keyword is refused when the tool is
     built, as are ``oneOf``, ``anyOf``, ``allOf``, ``enum``, ``const`` and
     ``not`` at the root (providers refuse a tool carrying them there), an
     unknown type name, a malformed keyword value, an invalid pattern and a
