@@ -303,3 +303,28 @@ def test_a_record_whose_tag_no_member_of_its_union_has_is_told_every_tag(
     assert isinstance(tagged, FrozenDict)
     assert validator({"x": {"kind": "c"}}, tagged) == 'x.kind: must be one of "a", "b"'
     assert validator({"x": {"kind": "b"}}, tagged) == "x.s: missing required property"
+
+
+def test_a_record_carrying_one_members_tag_gets_that_members_complaint(
+    validator: Validator,
+) -> None:
+    """R9.3: a record of a union told apart by tags, carrying one member's tag and a second
+    tag field that matches no member, is told what that member wants of the second field,
+    not every member's value for it (a cat told it may say "woof")."""
+
+    def pet(kind: str, sound: str) -> dict[str, object]:
+        return {
+            "type": "object",
+            "properties": {"kind": {"const": kind}, "sound": {"const": sound}},
+            "required": ["kind", "sound"],
+        }
+
+    pets = {"anyOf": [pet("cat", "meow"), pet("dog", "woof")]}
+    schema = freeze_json({"type": "object", "properties": {"pet": pets}})
+    assert isinstance(schema, FrozenDict)
+    assert (
+        validator({"pet": {"kind": "cat", "sound": "moo"}}, schema) == 'pet.sound: must be "meow"'
+    )
+    assert (
+        validator({"pet": {"kind": "dog", "sound": "moo"}}, schema) == 'pet.sound: must be "woof"'
+    )

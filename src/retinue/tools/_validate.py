@@ -287,10 +287,13 @@ def _refusal(
         if isinstance(member, Mapping) and _check_type(value, member, path) is None
     ]
     if typed:
-        tag = missed_tag(value, [member for member, _ in typed])
+        best = max(typed, key=lambda pair: tags_matched(value, pair[0]))
+        # A value carrying no member's tag is told them all; one carrying a member's
+        # tag gets that member's complaint, though another tag field of it is wrong.
+        tag = None if tags_matched(value, best[0]) else missed_tag(value, [m for m, _ in typed])
         if tag is not None:
             return f"{_join(path, tag[0])}: must be {one_of(tag[1])}"
-        return max(typed, key=lambda pair: tags_matched(value, pair[0]))[1]
+        return best[1]
     if is_inexact_integer(value) and any(wants_integer(member) for member in tried):
         return inexact(value, path)
     types = list(
