@@ -219,8 +219,22 @@ async def test_dispatch_timeout_is_a_coded_error_on_the_virtual_clock(
     assert shape(in_time) == {"text": "woke", "is_error": False, "error": None}
 
 
+class _Seconds(float):
+    """A float subclass whose repr names its type, as NumPy's float64 does."""
+
+    def __repr__(self) -> str:
+        return f"_Seconds({float(self)!r})"
+
+
 @pytest.mark.parametrize(
-    ("limit", "shown"), [(1_234_567, "1234567s"), (0.5, "0.5s"), (2.0, "2s"), (1e-7, "1e-07s")]
+    ("limit", "shown"),
+    [
+        (1_234_567, "1234567s"),
+        (0.5, "0.5s"),
+        (2.0, "2s"),
+        (1e-7, "1e-07s"),
+        (_Seconds(1234567.5), "1234567.5s"),
+    ],
 )
 async def test_a_timeout_is_named_as_it_was_given(
     autojump_clock: object, limit: float, shown: str

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 
 import pytest
 
@@ -74,11 +75,11 @@ def _unit_later(city: str, unit: str) -> str:
     return f"{city} {unit}"
 
 
-def _passes_on(fn: object) -> object:
-    @functools.wraps(_takes_town)
+def _passes_on(fn: Callable[..., object]) -> object:
+    @functools.wraps(fn)
     def wrapper(**kwargs: object) -> object:
         kwargs["town"] = kwargs.pop("city")
-        return _takes_town(**kwargs)  # type: ignore[arg-type]
+        return fn(**kwargs)
 
     return wrapper
 
@@ -109,12 +110,30 @@ async def test_bodies_that_can_take_the_calls_still_build(
     assert text.startswith("Oslo")
 
 
-def test_decorated_tools_fit_their_bodies() -> None:
-    """R9.7: the schema ``@tool`` reads from a signature always fits it."""
+def test_a_decorated_tools_schema_fits_its_body_written_out_by_hand() -> None:
+    """R9.7: the schema ``@tool`` reads from a signature fits that signature, given to
+    ``Tool`` by hand (which checks the fit, where ``@tool`` binds the arguments itself)."""
 
     @tool
     def plan(city: str, /, days: int, *, ctx: ToolContext, **extra: int) -> str:
         """Plan."""
         return city
 
-    assert plan.name == "plan"
+    by_hand = Tool("plan", "Plan.", plan.parameters, plan.fn, context_parameter="ctx")
+    assert by_hand.schema.parameters == plan.schema.parameters
+
+
+async def _call_remote(server: str, name: str, **arguments: object) -> str:
+    return f"{server} {name} {sorted(arguments)}"
+
+
+def test_a_property_a_partial_gives_by_position_is_refused() -> None:
+    """R9.7: a body that is a partial giving a parameter by position (a proxy's shape:
+    server and tool name bound first) cannot take a property of that name as well: every
+    call giving it would fail with "multiple values", so the tool is refused when built."""
+    body = functools.partial(_call_remote, "srv", "create_entity")
+    taken = {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}
+    assert Tool("create", "Create.", taken, body).name == "create"
+    clashing = {"type": "object", "properties": {"name": {"type": "string"}}}
+    with pytest.raises(ValueError, match=r'^parameters\.properties\.name: "name" is given by'):
+        Tool("create", "Create.", clashing, body)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 
@@ -36,6 +37,7 @@ def check_fit(
         return
     named = {name: p for name, p in own.items() if p.kind in _BY_NAME}
     open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in own.values())
+    _check_not_given_twice(fn, parameters)
     required = parameters.get("required")
     for index, name in enumerate(required if isinstance(required, list | tuple) else ()):
         if name not in named and not open_ended:
@@ -56,3 +58,31 @@ def check_fit(
                 "lists as a property nor lets the model add: every call would fail; add "
                 "it to the properties, or give it a default"
             )
+
+
+def _check_not_given_twice(fn: Callable[..., object], parameters: Mapping[str, object]) -> None:
+    """Refuse a property naming a parameter a partial of *fn* gives by position: a call
+    giving it passes it again, by name, and fails."""
+    filled = _filled_by_position(fn)
+    properties = parameters.get("properties")
+    for name in properties if isinstance(properties, Mapping) else ():
+        if name in filled:
+            raise ValueError(
+                f'parameters.properties.{name}: "{name}" is given by position by a '
+                f"functools.partial of {code_name(fn)}, and a call giving it too would fail; "
+                "rename the property, or leave the partial without it"
+            )
+
+
+def _filled_by_position(fn: object) -> set[str]:
+    """The parameters a partial (or partials of partials) of *fn* fills by position."""
+    filled: set[str] = set()
+    while isinstance(fn, functools.partial):
+        try:
+            inner = inspect.signature(fn.func, follow_wrapped=False).parameters.values()
+        except (TypeError, ValueError):
+            break
+        positional = [p.name for p in inner if p.kind in _BY_NAME[:2]]
+        filled.update(positional[: len(fn.args)])
+        fn = fn.func
+    return filled
