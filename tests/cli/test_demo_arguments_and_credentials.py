@@ -277,3 +277,31 @@ def test_demo_names_a_count_that_is_not_an_integer(capsys: pytest.CaptureFixture
     err = capsys.readouterr().err
     assert "argument --agents: must be an integer >= 1, got 'abc'" in err
     assert "_at_least_one" not in err
+
+
+@pytest.mark.parametrize(
+    ("base_url", "told"),
+    [
+        (None, "or choose a profile with ANTHROPIC_PROFILE"),
+        ("https://api.deepseek.com/anthropic", "profile serves Anthropic's own API alone"),
+    ],
+    ids=["anthropic", "deepseek"],
+)
+def test_demo_without_anthropic_credentials_says_where_a_profile_serves(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    base_url: str | None,
+    told: str,
+) -> None:
+    """Without a key, the demo's refusal points to a profile only for Anthropic's own API:
+    another provider's API is never sent a profile's token, so choosing one would not help."""
+    for name in ANTHROPIC_CREDENTIAL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    argv = ["demo", "--provider", "anthropic", "--store", "memory", "--no-live", "--agents", "1"]
+    status = main([*argv, *(["--base-url", base_url] if base_url else []), "--turns", "1"])
+    err = capsys.readouterr().err
+    assert (status, err.count("\n")) == (1, 1)
+    assert err.startswith("retinue demo: Missing credentials: ")
+    assert told in err

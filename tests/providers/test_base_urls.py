@@ -245,5 +245,7 @@ async def test_an_anthropic_profile_serves_anthropics_api_alone(
         assert isinstance(caught.value, AuthenticationError)
     else:
         assert caught.value.code == "MISSING_CREDENTIALS"
+        assert f"missing credentials for {httpx2.URL(url).host}: " in str(caught.value)
+        assert "profile serves Anthropic's own API alone" in str(caught.value)
     assert len(seen) == sent
     assert not any("PROFILE-TOKEN" in headers for headers in seen)

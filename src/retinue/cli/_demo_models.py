@@ -65,10 +65,13 @@ async def open_model(args: argparse.Namespace) -> AsyncIterator[tuple[retinue.Mo
         yield scripted_model(args.latency), "scripted"
         return
     if args.provider == "anthropic":
+        from retinue.providers._urls import on_domain
         from retinue.providers.anthropic import AnthropicModel
 
         async with AnthropicModel(base_url=args.base_url) as anthropic_model:
-            _require_credentials(anthropic_model, ANTHROPIC_KEY_HINT)
+            own = args.base_url is None or on_domain(args.base_url, "anthropic.com")
+            hint = ANTHROPIC_KEY_HINT if own else ANTHROPIC_OTHER_HOST_HINT
+            _require_credentials(anthropic_model, hint)
             yield anthropic_model, args.model or "claude-haiku-4-5"
         return
     from retinue.providers.openai import OpenAIModel
@@ -91,6 +94,10 @@ async def open_model(args: argparse.Namespace) -> AsyncIterator[tuple[retinue.Mo
 ANTHROPIC_KEY_HINT = (
     "set the ANTHROPIC_API_KEY environment variable "
     "(or ANTHROPIC_AUTH_TOKEN, or choose a profile with ANTHROPIC_PROFILE)"
+)
+ANTHROPIC_OTHER_HOST_HINT = (
+    "set the ANTHROPIC_API_KEY environment variable (or ANTHROPIC_AUTH_TOKEN; "
+    "an Anthropic profile serves Anthropic's own API alone)"
 )
 OPENAI_KEY_HINT = (
     "set the OPENAI_API_KEY environment variable (or --base-url for a server without keys)"

@@ -75,13 +75,22 @@ def _is_anthropic(base_url: str | None) -> bool:
     return base_url is None or on_domain(base_url, "anthropic.com")
 
 
-def _missing_credentials(provider: str) -> ProviderError:
-    return ProviderError(
-        f"{provider}: missing credentials: pass api_key= or set the ANTHROPIC_API_KEY "
-        "environment variable (or ANTHROPIC_AUTH_TOKEN, or choose a profile with "
-        "ANTHROPIC_PROFILE)",
-        code="MISSING_CREDENTIALS",
-    )
+def _missing_credentials(provider: str, host: str | None = None) -> ProviderError:
+    """The refusal of a request sent without credentials; *host*: another provider's API,
+    which an Anthropic profile does not serve."""
+    if host is None:
+        message = (
+            f"{provider}: missing credentials: pass api_key= or set the ANTHROPIC_API_KEY "
+            "environment variable (or ANTHROPIC_AUTH_TOKEN, or choose a profile with "
+            "ANTHROPIC_PROFILE)"
+        )
+    else:
+        message = (
+            f"{provider}: missing credentials for {host}: pass api_key= or set the "
+            "ANTHROPIC_API_KEY environment variable (or ANTHROPIC_AUTH_TOKEN); an "
+            "Anthropic profile serves Anthropic's own API alone"
+        )
+    return ProviderError(message, code="MISSING_CREDENTIALS")
 
 
 @final
@@ -263,7 +272,7 @@ class AnthropicModel(ClientOwner):
     async def _stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         self._check_open()
         if self._needs_real_key:
-            raise _missing_credentials(self.provider)
+            raise _missing_credentials(self.provider, httpx2.URL(self.base_url).host)
         body = anthropic_request_body(
             request,
             default_max_tokens=self._default_max_tokens,
