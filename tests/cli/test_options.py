@@ -139,3 +139,16 @@ def test_python_dash_m_runs_the_command(module: str) -> None:
     )
     version = importlib.metadata.version("retinue")
     assert (done.returncode, done.stdout, done.stderr) == (0, f"retinue {version}\n".encode(), b"")
+
+
+def test_importing_the_main_modules_runs_nothing() -> None:
+    """``retinue.__main__`` and ``retinue.cli.__main__`` run the command as programs only:
+    imported (by a tool listing modules, say), they neither parse this process's arguments
+    nor exit it."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import retinue.__main__, retinue.cli.__main__", "demo", "--bad"],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
