@@ -75,6 +75,25 @@ def _is_anthropic(base_url: str | None) -> bool:
     return base_url is None or on_domain(base_url, "anthropic.com")
 
 
+def _key_for(
+    api_key: str | None, base_url: str | None, default_headers: Mapping[str, str] | None
+) -> tuple[str | None, bool]:
+    """The key to build the client with, checked, and whether requests need a real one
+    the adapter lacks (to another provider's own API, refused before sending)."""
+    key_source = "api_key" if api_key else "ANTHROPIC_API_KEY"
+    api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
+    # The SDK reads the token only when it has no key: beside one, a stale
+    # token is never sent and must not stop a working setup from starting.
+    auth_token = os.environ.get("ANTHROPIC_AUTH_TOKEN") if api_key is None else None
+    check_header_lines(default_headers, **{key_source: api_key}, ANTHROPIC_AUTH_TOKEN=auth_token)
+    if api_key is not None or auth_token or _is_anthropic(base_url):
+        return api_key, False
+    # Only Anthropic's own API gets the SDK's credential chain: elsewhere a profile's
+    # Anthropic token (and its refresh token) would go to that host. Another provider's
+    # own API refuses the placeholder: refused here, nothing sent.
+    return "not-needed", needs_key(base_url)
+
+
 def _missing_credentials(provider: str, host: str | None = None) -> ProviderError:
     """The refusal of a request sent without credentials; *host*: another provider's API,
     which an Anthropic profile does not serve."""
@@ -176,21 +195,7 @@ class AnthropicModel(ClientOwner):
         if thinking_budget is not None:
             _check_thinking_budget(thinking_budget, default_max_tokens)
         base_url = base_url_from(base_url, variable="ANTHROPIC_BASE_URL")
-        key_source = "api_key" if api_key else "ANTHROPIC_API_KEY"
-        api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
-        # The SDK reads the token only when it has no key: beside one, a stale
-        # token is never sent and must not stop a working setup from starting.
-        auth_token = os.environ.get("ANTHROPIC_AUTH_TOKEN") if api_key is None else None
-        check_header_lines(
-            default_headers, **{key_source: api_key}, ANTHROPIC_AUTH_TOKEN=auth_token
-        )
-        keyless = api_key is None and not auth_token and not _is_anthropic(base_url)
-        if keyless:
-            # Only Anthropic's own API gets the SDK's credential chain: elsewhere a
-            # profile's Anthropic token (and its refresh token) would go to that host.
-            api_key = "not-needed"
-        # Another provider's own API refuses a placeholder: refused here, nothing sent.
-        self._needs_real_key = keyless and needs_key(base_url)
+        api_key, self._needs_real_key = _key_for(api_key, base_url, default_headers)
         self.provider = provider
         self._read_timeout = timeout
         self._default_max_tokens = default_max_tokens
