@@ -284,8 +284,9 @@ def test_demo_names_a_count_that_is_not_an_integer(capsys: pytest.CaptureFixture
     [
         (None, "or choose a profile with ANTHROPIC_PROFILE"),
         ("https://api.deepseek.com/anthropic", "profile serves Anthropic's own API alone"),
+        ("variable", "profile serves Anthropic's own API alone"),
     ],
-    ids=["anthropic", "deepseek"],
+    ids=["anthropic", "deepseek", "deepseek-variable"],
 )
 def test_demo_without_anthropic_credentials_says_where_a_profile_serves(
     monkeypatch: pytest.MonkeyPatch,
@@ -299,6 +300,9 @@ def test_demo_without_anthropic_credentials_says_where_a_profile_serves(
     for name in ANTHROPIC_CREDENTIAL_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
+    if base_url == "variable":
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", "https://api.deepseek.com/anthropic")
+        base_url = None
     argv = ["demo", "--provider", "anthropic", "--store", "memory", "--no-live", "--agents", "1"]
     status = main([*argv, *(["--base-url", base_url] if base_url else []), "--turns", "1"])
     err = capsys.readouterr().err

@@ -220,10 +220,14 @@ async def test_dispatch_timeout_is_a_coded_error_on_the_virtual_clock(
 
 
 class _Seconds(float):
-    """A float subclass whose repr names its type, as NumPy's float64 does."""
+    """A float subclass whose repr names its type, as NumPy's float64 does, and whose
+    format adds a unit."""
 
     def __repr__(self) -> str:
         return f"_Seconds({float(self)!r})"
+
+    def __format__(self, spec: str) -> str:
+        return float.__format__(self, spec) + " s"
 
 
 @pytest.mark.parametrize(
@@ -234,6 +238,7 @@ class _Seconds(float):
         (2.0, "2s"),
         (1e-7, "1e-07s"),
         (_Seconds(1234567.5), "1234567.5s"),
+        (_Seconds(0.5), "0.5s"),
     ],
 )
 async def test_a_timeout_is_named_as_it_was_given(

@@ -123,6 +123,17 @@ def test_a_decorated_tools_schema_fits_its_body_written_out_by_hand() -> None:
     assert by_hand.schema.parameters == plan.schema.parameters
 
 
+async def _positional_only_open(server: str, /, name: str, **arguments: object) -> str:
+    return f"{server} {name} {sorted(arguments)}"
+
+
+def _both() -> dict[str, object]:
+    return {
+        "type": "object",
+        "properties": {"server": {"type": "string"}, "name": {"type": "string"}},
+    }
+
+
 async def _call_remote(server: str, name: str, **arguments: object) -> str:
     return f"{server} {name} {sorted(arguments)}"
 
@@ -135,5 +146,8 @@ def test_a_property_a_partial_gives_by_position_is_refused() -> None:
     taken = {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}
     assert Tool("create", "Create.", taken, body).name == "create"
     clashing = {"type": "object", "properties": {"name": {"type": "string"}}}
+    # Positional-only, filled so, its name is free for **kwargs to take.
+    open_body = functools.partial(_positional_only_open, "srv")
+    assert Tool("create", "Create.", _both(), open_body).name == "create"
     with pytest.raises(ValueError, match=r'^parameters\.properties\.name: "name" is given by'):
         Tool("create", "Create.", clashing, body)

@@ -328,3 +328,36 @@ def test_a_record_carrying_one_members_tag_gets_that_members_complaint(
     assert (
         validator({"pet": {"kind": "dog", "sound": "moo"}}, schema) == 'pet.sound: must be "woof"'
     )
+
+
+def test_a_record_matching_several_members_tags_alike_is_told_each_of_their_values(
+    validator: Validator,
+) -> None:
+    """R9.3: members sharing a tag (an event's type, a kind with several versions) tie on the
+    value's tags: a second tag field matching none of them is told every tied member's value
+    for it, not the first one's as if it were the only one."""
+
+    def member(**tags: str) -> dict[str, object]:
+        return {
+            "type": "object",
+            "properties": {name: {"const": tag} for name, tag in tags.items()},
+            "required": list(tags),
+        }
+
+    events = [member(type="event", name=name) for name in ("start", "stop", "pause")]
+    schema = freeze_json({"type": "object", "properties": {"x": {"anyOf": events}}})
+    assert isinstance(schema, FrozenDict)
+    assert validator({"x": {"type": "event", "name": "resume"}}, schema) == (
+        'x.name: must be one of "start", "stop", "pause"'
+    )
+    kinds = [member(kind="cat", version="v1"), member(kind="cat", version="v2")]
+    schema = freeze_json(
+        {
+            "type": "object",
+            "properties": {"x": {"anyOf": [*kinds, member(kind="dog", version="v1")]}},
+        }
+    )
+    assert isinstance(schema, FrozenDict)
+    assert validator({"x": {"kind": "cat", "version": "v3"}}, schema) == (
+        'x.version: must be one of "v1", "v2"'
+    )

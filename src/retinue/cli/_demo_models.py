@@ -69,7 +69,7 @@ async def open_model(args: argparse.Namespace) -> AsyncIterator[tuple[retinue.Mo
         from retinue.providers.anthropic import AnthropicModel
 
         async with AnthropicModel(base_url=args.base_url) as anthropic_model:
-            own = args.base_url is None or on_domain(args.base_url, "anthropic.com")
+            own = on_domain(anthropic_model.base_url, "anthropic.com")  # flag or variable
             hint = ANTHROPIC_KEY_HINT if own else ANTHROPIC_OTHER_HOST_HINT
             _require_credentials(anthropic_model, hint)
             yield anthropic_model, args.model or "claude-haiku-4-5"

@@ -381,8 +381,7 @@ def _timed_out(tool: Tool, call_id: str, *, started: bool) -> ToolExecutionResul
 
 def _seconds(timeout: float) -> str:
     """*timeout* as written: ``5`` for ``5.0``, but every digit of ``1234567`` (``g`` keeps six)."""
-    short = f"{timeout:g}"
-    if float(short) == timeout:
-        return short
-    # Of the plain number: a subclass's repr may name its type (np.float64(...)).
-    return repr(int(timeout)) if isinstance(timeout, int) else repr(float(timeout))
+    # The plain number: a subclass's format or repr may add a unit or its type's name.
+    plain = int(timeout) if isinstance(timeout, int) else float(timeout)
+    short = f"{plain:g}"
+    return short if float(short) == plain else repr(plain)

@@ -10,12 +10,9 @@ from retinue._naming import code_name
 
 __all__ = ["check_fit"]
 
-_BY_NAME = (
-    # A positional-only parameter is filled by name from the arguments, then passed by position.
-    inspect.Parameter.POSITIONAL_ONLY,
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    inspect.Parameter.KEYWORD_ONLY,
-)
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+# A positional-only parameter is filled by name from the arguments, then passed by position.
+_BY_NAME = (*_POSITIONAL, inspect.Parameter.KEYWORD_ONLY)
 
 
 def check_fit(
@@ -28,8 +25,9 @@ def check_fit(
     ``**kwargs`` (for names the schema requires), says nothing.
 
     Raises:
-        ValueError: a required property names no parameter of *fn*, or a parameter of
-            *fn* without a default is one the schema never lets a call give.
+        ValueError: a required property names no parameter of *fn*, a parameter of
+            *fn* without a default is one the schema never lets a call give, or a
+            property names a parameter a ``functools.partial`` of *fn* gives by position.
     """
     try:
         own = inspect.signature(fn, follow_wrapped=False).parameters
@@ -82,7 +80,14 @@ def _filled_by_position(fn: object) -> set[str]:
             inner = inspect.signature(fn.func, follow_wrapped=False).parameters.values()
         except (TypeError, ValueError):
             break
-        positional = [p.name for p in inner if p.kind in _BY_NAME[:2]]
-        filled.update(positional[: len(fn.args)])
+        taken = list(inner)
+        open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in taken)
+        positional = [p for p in taken if p.kind in _POSITIONAL]
+        # A positional-only one filled so leaves its name to **kwargs, which takes it.
+        filled.update(
+            p.name
+            for p in positional[: len(fn.args)]
+            if not (open_ended and p.kind is inspect.Parameter.POSITIONAL_ONLY)
+        )
         fn = fn.func
     return filled

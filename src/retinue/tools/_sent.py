@@ -33,36 +33,20 @@ _BY_NAME = ("properties", "$defs", "definitions")
 _LISTED = ("prefixItems", "allOf", "anyOf", "oneOf")
 
 
-def _is_text(value: object) -> bool:
-    return isinstance(value, str)
-
-
-def _is_flag(value: object) -> bool:
-    return isinstance(value, bool)
-
-
-def _is_list(value: object) -> bool:
-    return isinstance(value, list)
-
-
-def _is_schema(value: object) -> bool:
-    return isinstance(value, dict | bool)
-
-
 # Each annotation's type in JSON Schema's meta-schema (``default`` may be any value).
-_ANNOTATION_TYPES = {
-    "$comment": _is_text,
-    "$schema": _is_text,
-    "contentEncoding": _is_text,
-    "contentMediaType": _is_text,
-    "contentSchema": _is_schema,
-    "deprecated": _is_flag,
-    "description": _is_text,
-    "examples": _is_list,
-    "format": _is_text,
-    "readOnly": _is_flag,
-    "title": _is_text,
-    "writeOnly": _is_flag,
+_ANNOTATION_TYPES: dict[str, type | tuple[type, ...]] = {
+    "$comment": str,
+    "$schema": str,
+    "contentEncoding": str,
+    "contentMediaType": str,
+    "contentSchema": (dict, bool),
+    "deprecated": bool,
+    "description": str,
+    "examples": list,
+    "format": str,
+    "readOnly": bool,
+    "title": str,
+    "writeOnly": bool,
 }
 
 
@@ -71,11 +55,11 @@ def as_sent(parameters: FrozenDict) -> FrozenDict:
     ``"properties": {}`` to a root without ``properties``, and each annotation of the
     wrong JSON type left out; itself if none needs either."""
     plain = cast("dict[str, object]", thaw_json(parameters))
-    added = _mend(plain)
+    changed = _mend(plain)
     if "properties" not in plain:
         plain["properties"] = {}
-        added = True
-    return cast("FrozenDict", freeze_json(plain, "parameters")) if added else parameters
+        changed = True
+    return cast("FrozenDict", freeze_json(plain, "parameters")) if changed else parameters
 
 
 def _mend(schema: object) -> bool:
@@ -84,29 +68,29 @@ def _mend(schema: object) -> bool:
     if not isinstance(schema, dict):
         return False
     kind = schema.get("type")
-    wrong = [key for key, value in schema.items() if not _ANNOTATION_TYPES.get(key, _any)(value)]
+    wrong = [
+        key
+        for key, value in schema.items()
+        if not isinstance(value, _ANNOTATION_TYPES.get(key, object))
+    ]
     for key in wrong:
         del schema[key]
-    added = bool(wrong)
+    changed = bool(wrong)
     if "items" not in schema and (kind == "array" or (is_array(kind) and "array" in kind)):
         schema["items"] = {}
-        added = True
+        changed = True
     for key, value in schema.items():
         if key in _ONE:
-            added = _mend(value) or added
+            changed = _mend(value) or changed
         elif key in _BY_NAME and isinstance(value, Mapping):
-            added = _mend_each(value.values()) or added
+            changed = _mend_each(value.values()) or changed
         elif key in _LISTED and is_array(value):
-            added = _mend_each(value) or added
-    return added
-
-
-def _any(_value: object) -> bool:
-    return True
+            changed = _mend_each(value) or changed
+    return changed
 
 
 def _mend_each(schemas: Iterable[object]) -> bool:
-    added = False
+    changed = False
     for schema in schemas:  # each one: no stop at the first that needed it
-        added = _mend(schema) or added
-    return added
+        changed = _mend(schema) or changed
+    return changed

@@ -346,8 +346,9 @@ class Tool:
     A constraint in the schema is enforced on every call or refused once,
     never ignored. So is a schema whose every call ``fn`` would refuse: a
     ``required`` property naming none of its parameters (unless it takes
-    ``**kwargs``), or a parameter of it without a default that the schema
-    neither lists nor lets a call add (``ValueError``).
+    ``**kwargs``), a parameter of it without a default that the schema
+    neither lists nor lets a call add, or a property naming a parameter a
+    ``functools.partial`` gives by position (``ValueError``).
 
     A pattern runs on the runtime's thread, with Python's backtracking ``re``
     (pydantic's own validation uses a linear-time engine): one that can match
@@ -399,8 +400,9 @@ class Tool:
 
     Its parameters are ``parameters`` with ``"items": {}`` added to each array
     schema without ``items`` and ``"properties": {}`` to a root without
-    ``properties``: JSON Schema reads them alike, and OpenAI refuses every
-    request carrying a tool that lacks either.
+    ``properties`` (JSON Schema reads them alike, and OpenAI refuses every
+    request carrying a tool that lacks either), and each annotation of the wrong
+    JSON type left out (a provider checking the meta-schema refuses it).
     """
 
     check_arguments: Callable[[object], str | None] = attrs.field(init=False, repr=False, eq=False)

@@ -287,13 +287,14 @@ def _refusal(
         if isinstance(member, Mapping) and _check_type(value, member, path) is None
     ]
     if typed:
-        best = max(typed, key=lambda pair: tags_matched(value, pair[0]))
-        # A value carrying no member's tag is told them all; one carrying a member's
-        # tag gets that member's complaint, though another tag field of it is wrong.
-        tag = None if tags_matched(value, best[0]) else missed_tag(value, [m for m, _ in typed])
+        # Among the members matching most of the value's tags, a tag field none of them
+        # has the value of is told all of theirs; a member matched alone gives its own.
+        score = max(tags_matched(value, member) for member, _ in typed)
+        leaders = [pair for pair in typed if tags_matched(value, pair[0]) == score]
+        tag = missed_tag(value, [m for m, _ in leaders]) if len(leaders) > 1 else None
         if tag is not None:
             return f"{_join(path, tag[0])}: must be {one_of(tag[1])}"
-        return best[1]
+        return leaders[0][1]
     if is_inexact_integer(value) and any(wants_integer(member) for member in tried):
         return inexact(value, path)
     types = list(
