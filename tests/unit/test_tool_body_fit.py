@@ -127,13 +127,6 @@ async def _positional_only_open(server: str, /, name: str, **arguments: object) 
     return f"{server} {name} {sorted(arguments)}"
 
 
-def _both() -> dict[str, object]:
-    return {
-        "type": "object",
-        "properties": {"server": {"type": "string"}, "name": {"type": "string"}},
-    }
-
-
 async def _call_remote(server: str, name: str, **arguments: object) -> str:
     return f"{server} {name} {sorted(arguments)}"
 
@@ -146,8 +139,19 @@ def test_a_property_a_partial_gives_by_position_is_refused() -> None:
     taken = {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}
     assert Tool("create", "Create.", taken, body).name == "create"
     clashing = {"type": "object", "properties": {"name": {"type": "string"}}}
-    # Positional-only, filled so, its name is free for **kwargs to take.
-    open_body = functools.partial(_positional_only_open, "srv")
-    assert Tool("create", "Create.", _both(), open_body).name == "create"
     with pytest.raises(ValueError, match=r'^parameters\.properties\.name: "name" is given by'):
         Tool("create", "Create.", clashing, body)
+
+
+async def test_a_positional_only_parameter_a_partial_fills_leaves_its_name_to_kwargs() -> None:
+    """R9.7: a partial filling a positional-only parameter of a body taking ``**kwargs``
+    leaves that name free: a property of that name lands in ``**kwargs``, so the tool
+    builds and its calls run."""
+    server_and_name = {
+        "type": "object",
+        "properties": {"server": {"type": "string"}, "name": {"type": "string"}},
+    }
+    body = functools.partial(_positional_only_open, "srv")
+    create = Tool("create", "Create.", server_and_name, body)
+    text, error = await execute(create, {"server": "other", "name": "n"})
+    assert (text, error) == ("srv n ['server']", None)

@@ -361,3 +361,21 @@ def test_a_record_matching_several_members_tags_alike_is_told_each_of_their_valu
     assert validator({"x": {"kind": "cat", "version": "v3"}}, schema) == (
         'x.version: must be one of "v1", "v2"'
     )
+
+
+def test_a_record_matching_no_tag_of_the_one_member_of_its_type_is_told_the_tag(
+    validator: Validator,
+) -> None:
+    """R9.3: ``Optional[Cat]`` (a tagged record or null) given a record with another tag is
+    told the tag, ``must be "cat"``, not a field the record lacks, which the model would add
+    only to be refused for the tag next."""
+    cat = {
+        "type": "object",
+        "properties": {"pet_type": {"const": "cat"}, "meows": {"type": "integer"}},
+        "required": ["pet_type", "meows"],
+    }
+    schema = freeze_json(
+        {"type": "object", "properties": {"pet": {"anyOf": [cat, {"type": "null"}]}}}
+    )
+    assert isinstance(schema, FrozenDict)
+    assert validator({"pet": {"pet_type": "dog"}}, schema) == 'pet.pet_type: must be "cat"'

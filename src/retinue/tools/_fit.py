@@ -10,9 +10,9 @@ from retinue._naming import code_name
 
 __all__ = ["check_fit"]
 
-_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_FILLED_BY_POSITION = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 # A positional-only parameter is filled by name from the arguments, then passed by position.
-_BY_NAME = (*_POSITIONAL, inspect.Parameter.KEYWORD_ONLY)
+_NAMED_IN_ARGUMENTS = (*_FILLED_BY_POSITION, inspect.Parameter.KEYWORD_ONLY)
 
 
 def check_fit(
@@ -27,13 +27,14 @@ def check_fit(
     Raises:
         ValueError: a required property names no parameter of *fn*, a parameter of
             *fn* without a default is one the schema never lets a call give, or a
-            property names a parameter a ``functools.partial`` of *fn* gives by position.
+            property names a parameter a ``functools.partial`` of *fn* gives by position
+            (but for a positional-only one beside ``**kwargs``, which then takes the name).
     """
     try:
         own = inspect.signature(fn, follow_wrapped=False).parameters
     except (TypeError, ValueError):
         return
-    named = {name: p for name, p in own.items() if p.kind in _BY_NAME}
+    named = {name: p for name, p in own.items() if p.kind in _NAMED_IN_ARGUMENTS}
     open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in own.values())
     _check_not_given_twice(fn, parameters)
     required = parameters.get("required")
@@ -82,7 +83,7 @@ def _filled_by_position(fn: object) -> set[str]:
             break
         taken = list(inner)
         open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in taken)
-        positional = [p for p in taken if p.kind in _POSITIONAL]
+        positional = [p for p in taken if p.kind in _FILLED_BY_POSITION]
         # A positional-only one filled so leaves its name to **kwargs, which takes it.
         filled.update(
             p.name

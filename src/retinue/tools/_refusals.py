@@ -13,6 +13,7 @@ __all__ = [
     "choices",
     "inexact",
     "missed_tag",
+    "must_be",
     "one_of",
     "same",
     "show",
@@ -55,6 +56,11 @@ def one_of(options: Sequence[object]) -> str:
     if len(options) <= LISTED_CHOICES:
         return f"one of {listed}"
     return f"one of {listed}, ... ({len(options)} choices, all listed in the schema)"
+
+
+def must_be(options: Sequence[object]) -> str:
+    """``must be "a"`` for one option, else ``must be one of ...``."""
+    return f"must be {show(options[0])}" if len(options) == 1 else f"must be {one_of(options)}"
 
 
 def brief(schema: object) -> str:

@@ -348,7 +348,8 @@ class Tool:
     ``required`` property naming none of its parameters (unless it takes
     ``**kwargs``), a parameter of it without a default that the schema
     neither lists nor lets a call add, or a property naming a parameter a
-    ``functools.partial`` gives by position (``ValueError``).
+    ``functools.partial`` gives by position, but for a positional-only one
+    beside ``**kwargs``, which takes the name (``ValueError``).
 
     A pattern runs on the runtime's thread, with Python's backtracking ``re``
     (pydantic's own validation uses a linear-time engine): one that can match

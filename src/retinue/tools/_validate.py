@@ -53,6 +53,7 @@ from ._refusals import (
     choices,
     inexact,
     missed_tag,
+    must_be,
     one_of,
     same,
     show,
@@ -287,13 +288,12 @@ def _refusal(
         if isinstance(member, Mapping) and _check_type(value, member, path) is None
     ]
     if typed:
-        # Among the members matching most of the value's tags, a tag field none of them
-        # has the value of is told all of theirs; a member matched alone gives its own.
+        # Tied on the most tags matched (or on none), a wrong tag field is told each value.
         score = max(tags_matched(value, member) for member, _ in typed)
         leaders = [pair for pair in typed if tags_matched(value, pair[0]) == score]
-        tag = missed_tag(value, [m for m, _ in leaders]) if len(leaders) > 1 else None
+        tag = missed_tag(value, [m for m, _ in leaders]) if len(leaders) > 1 or not score else None
         if tag is not None:
-            return f"{_join(path, tag[0])}: must be {one_of(tag[1])}"
+            return f"{_join(path, tag[0])}: {must_be(tag[1])}"
         return leaders[0][1]
     if is_inexact_integer(value) and any(wants_integer(member) for member in tried):
         return inexact(value, path)
