@@ -328,3 +328,22 @@ def test_a_registry_goes_with_the_last_reference_to_it_and_its_bus_goes_on() -> 
     bus.emit("tools/result", "execution", "result")
     unregister()
     assert heard == ["result"]
+
+
+@pytest.mark.parametrize(
+    ("agent", "shown"),
+    [(None, ["b", "c", "d"]), ("x", ["b", "c", "d", "kept"])],
+    ids=["global", "scoped"],
+)
+def test_schemas_show_a_tool_registered_after_they_were_read(
+    agent: str | None, shown: list[str]
+) -> None:
+    """R7.51, R9.3: a tool registered once a view's schemas were read is in that view's next
+    schemas, in its place: the schemas read before it do not stand in for them."""
+    registry = ToolRegistry(HookBus(), [make("b"), make("d")])
+    registry.add(make("kept"), agent="x")
+    order = ["d", "*"]
+    assert "c" not in names(registry.schemas(agent)) + names(registry.schemas(agent, order))
+    registry.add(make("c"), agent=agent)
+    assert names(registry.schemas(agent)) == shown
+    assert names(registry.schemas(agent, order)) == ["d", *(name for name in shown if name != "d")]
