@@ -12,7 +12,18 @@ import retinue
 from retinue import Continue, HookContext, MessageSource, Stop
 from retinue.session import Session, TurnEndReason
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
-from tests.helpers import OPTIONS, Next, echo, idle_events, of_type, runtime, turn_ends, user_texts
+from tests.helpers import (
+    DEADLINE,
+    OPTIONS,
+    Next,
+    echo,
+    idle_events,
+    of_type,
+    runtime,
+    turn_ends,
+    user_texts,
+)
+from tests.scenarios._supervisor_kit import crash_in_the_post_turn_flush
 
 
 async def test_turn_stop_runs_after_continuation_and_discards_terminal_steering(
@@ -218,3 +229,35 @@ async def test_turn_stop_invalid_result_is_shown_short_in_the_turn_error(
         assert shown in message
         assert len(message) < 300
         check_session_invariants(agent.session.events)
+
+
+async def test_turn_stop_discards_steering_in_the_turn_so_a_crashed_flush_leaves_none(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Turn stop / R3.11, R7.37: a terminal stop discards pending steering at the in-turn
+    checkpoint, not only after the flush: a driver crash in the post-turn flush, whose restart
+    requeues what a turn left (R3.10), finds no steering to start another turn with.
+
+    Breaks the driver's post-turn flush once (``crash_in_the_post_turn_flush``).
+    """
+    crashes = crash_in_the_post_turn_flush(monkeypatch)
+    model = ScriptedModel([Reply("one"), Reply("never")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def continuation(handle: Any, _turn: int, _default: object, _next: Next) -> Stop:
+            handle.steer("steer from continuation")
+            return Stop()
+
+        rt.hooks.on("agent/turn-continuation", continuation, agent=agent)
+        rt.hooks.on("agent/turn-stop", lambda _agent, _turn: Stop(), agent=agent)
+        with trio.fail_after(DEADLINE):
+            result = await agent.ask("go")
+            await trio.sleep(10)
+            await agent.wait_idle()
+        assert (crashes, result.text) == ([1], "one")
+        events = agent.session.events
+        assert turn_ends(events) == ["completed"]
+        assert user_texts(events) == ["go"]
+        assert of_type(events, "steering/message") == []
+        assert model.statistics().calls == 1
