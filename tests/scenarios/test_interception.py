@@ -16,9 +16,11 @@ from retinue import Accept, Allow, Block, Continue, HookContext, Message, Messag
 from retinue._request import MessageHistory
 from retinue.testing import Reply, ScriptedModel, check_session_invariants
 from tests.helpers import (
+    DEADLINE,
     OPTIONS,
     Next,
     idle_events,
+    last_end_reason,
     of_type,
     runtime,
     texts,
@@ -207,6 +209,33 @@ async def test_prompt_submit_a_blocked_prompts_asker_gets_its_own_rejection(
         assert (allowed.turn, allowed.reason.kind, allowed.text) == (1, "completed", "it is noon")
         assert turn_ends(agent.session.events) == ["completed"]
         check_session_invariants(agent.session.events)
+
+
+async def test_prompt_submit_a_batch_all_blocked_logs_the_last_blocks_reason(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-I1 / R7.11, R7.12: a batch whose every prompt is blocked ends a turn logged
+    ``rejected`` with the reason of the last block, while each ``ask`` ends with its own."""
+    model = ScriptedModel([Reply("never")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+
+        def submit(_agent: retinue.Agent, content: object, _source: object, _proceed: Next) -> Any:
+            return Block(f"no {texts(content)}")  # type: ignore[arg-type]
+
+        rt.hooks.on("agent/prompt-submit", submit, agent=agent)
+        with trio.fail_after(DEADLINE):
+            agent.send("shouting")  # queued with the ask's prompt before the driver runs
+            whispering = await agent.ask("whispering")
+            await agent.wait_idle()
+        events = agent.session.events
+        blocked = [event.data for event in of_type(events, "prompt/blocked")]
+        assert [texts(data.content) for data in blocked] == ["shouting", "whispering"]  # type: ignore[union-attr]
+        assert (whispering.reason.kind, whispering.reason.reason) == ("rejected", "no whispering")
+        assert turn_ends(events) == ["rejected"]
+        assert last_end_reason(events).reason == "no whispering"
+        assert model.statistics().calls == 0
+        check_session_invariants(events)
 
 
 async def test_prompt_submit_raising_listener_ends_the_turn_error(
