@@ -8,11 +8,25 @@ from collections.abc import Callable, Mapping
 
 from retinue._naming import code_name
 
-__all__ = ["check_fit"]
+__all__ = ["check_fit", "own_parameters", "takes_any_keyword"]
 
 _FILLED_BY_POSITION = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 # A positional-only parameter is filled by name from the arguments, then passed by position.
 _NAMED_IN_ARGUMENTS = (*_FILLED_BY_POSITION, inspect.Parameter.KEYWORD_ONLY)
+
+
+def own_parameters(fn: object) -> Mapping[str, inspect.Parameter] | None:
+    """*fn*'s own parameters, not those a ``functools.wraps`` wrapper shows (a wrapper may
+    take other names and pass them on as it likes); ``None`` when they cannot be read."""
+    try:
+        return inspect.signature(fn, follow_wrapped=False).parameters  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def takes_any_keyword(parameters: Mapping[str, inspect.Parameter]) -> bool:
+    """Whether *parameters* hold a ``**kwargs``."""
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
 
 
 def check_fit(
@@ -30,12 +44,11 @@ def check_fit(
             property names a parameter a ``functools.partial`` of *fn* gives by position
             (but for a positional-only one beside ``**kwargs``, which then takes the name).
     """
-    try:
-        own = inspect.signature(fn, follow_wrapped=False).parameters
-    except (TypeError, ValueError):
+    own = own_parameters(fn)
+    if own is None:
         return
     named = {name: p for name, p in own.items() if p.kind in _NAMED_IN_ARGUMENTS}
-    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in own.values())
+    open_ended = takes_any_keyword(own)
     _check_not_given_twice(fn, parameters)
     required = parameters.get("required")
     for index, name in enumerate(required if isinstance(required, list | tuple) else ()):
@@ -77,13 +90,11 @@ def _filled_by_position(fn: object) -> set[str]:
     """The parameters a partial (or partials of partials) of *fn* fills by position."""
     filled: set[str] = set()
     while isinstance(fn, functools.partial):
-        try:
-            inner = inspect.signature(fn.func, follow_wrapped=False).parameters.values()
-        except (TypeError, ValueError):
+        inner = own_parameters(fn.func)
+        if inner is None:
             break
-        taken = list(inner)
-        open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in taken)
-        positional = [p for p in taken if p.kind in _FILLED_BY_POSITION]
+        open_ended = takes_any_keyword(inner)
+        positional = [p for p in inner.values() if p.kind in _FILLED_BY_POSITION]
         # A positional-only one filled so leaves its name to **kwargs, which takes it.
         filled.update(
             p.name

@@ -24,6 +24,7 @@ from retinue._jsonschema import (
 
 __all__ = [
     "ANNOTATIONS",
+    "ANNOTATION_TYPES",
     "ENFORCED",
     "PROPERTY_NAME_RULE",
     "TYPE_NAMES",
@@ -36,28 +37,27 @@ __all__ = [
 TYPE_NAMES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
 
 # JSON Schema 2020-12 annotations: they describe a value and constrain nothing
-# (``format`` too, by default). ``discriminator`` is OpenAPI's hint beside a
-# ``oneOf``, which is enforced itself.
-ANNOTATIONS = frozenset(
-    {
-        "$comment",
-        "$schema",
-        "contentEncoding",
-        "contentMediaType",
-        # An annotation too (JSON Schema's content vocabulary asserts nothing): pydantic
-        # writes it for a ``Json[T]`` field, a string holding JSON of schema T.
-        "contentSchema",
-        "default",
-        "deprecated",
-        "description",
-        "discriminator",
-        "examples",
-        "format",
-        "readOnly",
-        "title",
-        "writeOnly",
-    }
-)
+# (``format`` too, by default), each of the JSON type the meta-schema gives it (a
+# provider checking schemas against it refuses a tool whose annotation breaks it).
+ANNOTATION_TYPES: dict[str, type | tuple[type, ...]] = {
+    "$comment": str,
+    "$schema": str,
+    "contentEncoding": str,
+    "contentMediaType": str,
+    # An annotation too (JSON Schema's content vocabulary asserts nothing): pydantic
+    # writes it for a ``Json[T]`` field, a string holding JSON of schema T.
+    "contentSchema": (Mapping, bool),
+    "deprecated": bool,
+    "description": str,
+    "examples": (list, tuple),
+    "format": str,
+    "readOnly": bool,
+    "title": str,
+    "writeOnly": bool,
+}
+# ``default`` may be any value; ``discriminator`` is OpenAPI's hint beside a ``oneOf``,
+# which is enforced itself.
+ANNOTATIONS = frozenset({*ANNOTATION_TYPES, "default", "discriminator"})
 
 
 def is_annotation(keyword: str) -> bool:

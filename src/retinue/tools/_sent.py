@@ -24,6 +24,8 @@ from typing import cast
 from retinue._jsonschema import is_array
 from retinue._lossless import FrozenDict, freeze_json, thaw_json
 
+from ._keywords import ANNOTATION_TYPES
+
 __all__ = ["as_sent"]
 
 # Keywords whose value is one schema, an object of schemas, or an array of schemas:
@@ -31,23 +33,6 @@ __all__ = ["as_sent"]
 _ONE = ("items", "additionalProperties", "propertyNames", "not", "contentSchema")
 _BY_NAME = ("properties", "$defs", "definitions")
 _LISTED = ("prefixItems", "allOf", "anyOf", "oneOf")
-
-
-# Each annotation's type in JSON Schema's meta-schema (``default`` may be any value).
-_ANNOTATION_TYPES: dict[str, type | tuple[type, ...]] = {
-    "$comment": str,
-    "$schema": str,
-    "contentEncoding": str,
-    "contentMediaType": str,
-    "contentSchema": (dict, bool),
-    "deprecated": bool,
-    "description": str,
-    "examples": list,
-    "format": str,
-    "readOnly": bool,
-    "title": str,
-    "writeOnly": bool,
-}
 
 
 def as_sent(parameters: FrozenDict) -> FrozenDict:
@@ -71,7 +56,7 @@ def _mend(schema: object) -> bool:
     wrong = [
         key
         for key, value in schema.items()
-        if not isinstance(value, _ANNOTATION_TYPES.get(key, object))
+        if not isinstance(value, ANNOTATION_TYPES.get(key, object))
     ]
     for key in wrong:
         del schema[key]

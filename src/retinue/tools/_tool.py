@@ -18,7 +18,7 @@ from retinue._lossless import FrozenDict, JsonValue, freeze_json
 from retinue._naming import code_name
 from retinue._request import ToolSchema
 
-from ._fit import check_fit
+from ._fit import check_fit, own_parameters, takes_any_keyword
 from ._keywords import root_definition
 from ._sent import as_sent
 from ._validate import make_validator
@@ -128,19 +128,17 @@ def _dispatches(fn: object) -> bool:
 def _takes_position(fn: Callable[..., object]) -> bool:
     """Whether *fn*'s own parameters, not those a ``functools.wraps`` wrapper shows (and
     whose ``registry`` it copies), take an argument by position."""
-    try:
-        own = inspect.signature(fn, follow_wrapped=False).parameters.values()
-    except (TypeError, ValueError):  # what it takes is unknown: as the dispatcher's
+    own = own_parameters(fn)
+    if own is None:  # what it takes is unknown: as the dispatcher's
         return True
-    return any(p.kind in _POSITIONAL for p in own)
+    return any(p.kind in _POSITIONAL for p in own.values())
 
 
 def _names_own_parameter(fn: Callable[..., object], name: str) -> bool:
     """Whether *fn*'s own parameters, not those a ``functools.wraps`` wrapper shows, name
     *name* as one that can be given by name."""
-    try:
-        own = inspect.signature(fn, follow_wrapped=False).parameters
-    except (TypeError, ValueError):  # what it takes is unknown: as the dispatcher's
+    own = own_parameters(fn)
+    if own is None:  # what it takes is unknown: as the dispatcher's
         return False
     parameter = own.get(name)
     return parameter is not None and parameter.kind in _BY_NAME
@@ -288,11 +286,8 @@ def _takes_keyword(fn: Callable[..., object], name: str) -> bool:
     them on or take the context out of them) or its signature cannot be read: what it
     takes is unknown.
     """
-    try:
-        parameters = inspect.signature(fn, follow_wrapped=False).parameters
-    except (TypeError, ValueError):
-        return True
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+    parameters = own_parameters(fn)
+    if parameters is None or takes_any_keyword(parameters):
         return True
     found = parameters.get(name)
     return found is not None and found.kind is not inspect.Parameter.VAR_POSITIONAL
