@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
@@ -33,16 +34,11 @@ def _unique_object(pairs: list[tuple[str, object]]) -> dict[str, object]:
 
 
 def _key_twice(pairs: Sequence[tuple[str, object]]) -> InvalidJsonError:
-    """The refusal of an object naming a key twice: readers keep either value, the
-    frozen one only the last, so the text and its value would say different things."""
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            return InvalidJsonError(
-                f"the JSON text has the key {shown_short(key)} twice in one object"
-            )
-        seen.add(key)
-    return InvalidJsonError("the JSON text has a key twice in one object")
+    """The refusal of an object naming a key twice (its pairs hold one): readers keep
+    either value, the frozen one only the last, so the text and its value would differ."""
+    counts = Counter(key for key, _ in pairs)
+    twice = next(key for key, count in counts.items() if count > 1)
+    return InvalidJsonError(f"the JSON text has the key {shown_short(twice)} twice in one object")
 
 
 def _finite_float(text: str) -> float:
