@@ -18,6 +18,7 @@ __all__ = [
     "base_url_from",
     "check_base_url",
     "client_base_url",
+    "is_own_api",
     "needs_key",
     "on_domain",
     "refused_url_shown",
@@ -146,6 +147,12 @@ def on_domain(url: str, domain: str) -> bool:
 
     host = httpx2.URL(url).host.removesuffix(".")
     return host == domain or host.endswith("." + domain)
+
+
+def is_own_api(base_url: str | None, domain: str) -> bool:
+    """Whether requests go to the API of the provider at *domain*: no base URL means the
+    adapter's own provider's."""
+    return base_url is None or on_domain(base_url, domain)
 
 
 HOSTED_DOMAINS = ("openai.com", "anthropic.com", "deepseek.com")

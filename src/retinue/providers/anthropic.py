@@ -39,7 +39,7 @@ from ._http import (
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
 from ._sending import close_response
 from ._settings import check_header_lines, check_header_names, check_identity
-from ._urls import base_url_from, client_base_url, needs_key, on_domain
+from ._urls import base_url_from, client_base_url, is_own_api, needs_key
 
 __all__ = ["AnthropicModel"]
 
@@ -70,11 +70,6 @@ def _check_thinking_budget(thinking_budget: int, default_max_tokens: int) -> Non
         )
 
 
-def _is_anthropic(base_url: str | None) -> bool:
-    """Whether requests go to Anthropic's own API (no base URL means it, too)."""
-    return base_url is None or on_domain(base_url, "anthropic.com")
-
-
 def _key_for(
     api_key: str | None, base_url: str | None, default_headers: Mapping[str, str] | None
 ) -> tuple[str | None, bool]:
@@ -86,7 +81,7 @@ def _key_for(
     # token is never sent and must not stop a working setup from starting.
     auth_token = os.environ.get("ANTHROPIC_AUTH_TOKEN") if api_key is None else None
     check_header_lines(default_headers, **{key_source: api_key}, ANTHROPIC_AUTH_TOKEN=auth_token)
-    if api_key is not None or auth_token or _is_anthropic(base_url):
+    if api_key is not None or auth_token or is_own_api(base_url, "anthropic.com"):
         return api_key, False
     # Only Anthropic's own API gets the SDK's credential chain: elsewhere a profile's
     # Anthropic token (and its refresh token) would go to that host. Another provider's

@@ -36,7 +36,7 @@ from ._openai_responses_stream import ResponsesStreamDecoder
 from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
 from ._sending import close_response
 from ._settings import check_header_names, check_header_values, check_identity
-from ._urls import base_url_from, client_base_url, needs_key, on_domain
+from ._urls import base_url_from, client_base_url, is_own_api, needs_key, on_domain
 
 __all__ = ["OpenAIModel"]
 
@@ -44,11 +44,6 @@ Api = Literal["chat", "responses"]
 
 OPENAI_URL = "https://api.openai.com/v1"
 """The base URL of OpenAI's own API."""
-
-
-def _is_openai(base_url: str | None) -> bool:
-    """Whether requests go to OpenAI's own API (no base URL means it, too), in any region."""
-    return base_url is None or on_domain(base_url, "openai.com")
 
 
 def _is_deepseek(provider: str, base_url: str | None) -> bool:
@@ -179,7 +174,7 @@ class OpenAIModel(ClientOwner):
         self._read_timeout = timeout
         self.api: Api = api
         self._max_tokens_param = max_tokens_param or (
-            "max_completion_tokens" if _is_openai(base_url) else "max_tokens"
+            "max_completion_tokens" if is_own_api(base_url, "openai.com") else "max_tokens"
         )
         if replay_reasoning is None:
             replay_reasoning = _is_deepseek(provider, base_url)
