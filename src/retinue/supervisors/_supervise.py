@@ -169,13 +169,13 @@ class _Crashes:
         self._times.append(uptime)
         return len(self._times)
 
-    async def pause(self, core: AgentCore, crashes: int, *, restart: bool) -> None:
-        """Wait the pause before a restart after *crashes*; none when there is none."""
+    async def pause(self, core: AgentCore, seconds: float) -> None:
+        """Wait *seconds* before a restart, its time left out of the window's uptime."""
         if self._pausing == 0:
             self._pause_began = trio.current_time()
         self._pausing += 1
         try:
-            await _pause(core, self.policy.pause(crashes) if restart else 0.0)
+            await _pause(core, seconds)
         finally:
             self._pausing -= 1
             if self._pausing == 0:
@@ -237,15 +237,14 @@ async def _restarting(
     flusher is, for the final flush. With no pause the announcement comes first,
     before the checkpoint that lets the answered askers run.
     """
-    if not restart:
-        # A given-up agent is disposed, which ends the pause at once.
-        await crashes.pause(core, count, restart=False)
-        return False
-    if crashes.policy.pause(count) <= 0:
+    # A given-up agent is disposed, which ends its pause at once.
+    seconds = crashes.policy.pause(count) if restart else 0.0
+    announced = restart and seconds <= 0
+    if announced:
         core.emit("agent/restarted", error)
-        await crashes.pause(core, count, restart=True)
-        return True
-    await crashes.pause(core, count, restart=True)
+    await crashes.pause(core, seconds)
+    if not restart or announced:
+        return restart
     if driver and core.disposed:
         _dispose(core)
         return False
