@@ -10,7 +10,9 @@
 #
 # so a caller can `eval "$(bash scripts/postgres.sh)"`. Stop the server with
 # `bash scripts/postgres.sh stop "$RETINUE_TEST_POSTGRES_DIR"`.
-# Everything except those lines goes to stderr.
+# Everything except those lines goes to stderr. A run that fails (or is interrupted)
+# once the cluster's directory exists stops the server it started, removes the
+# directory and exits non-zero, naming the step that failed.
 set -euo pipefail
 
 log() { echo "postgres.sh: $*" >&2; }
@@ -51,17 +53,55 @@ fi
 
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 dir="$(mktemp -d /tmp/retinue-pg.XXXXXX)"
+step="creating the cluster"
+ready=""
+
+# A caller that sees the run fail has no directory to stop the server with: a server
+# left running here would run until the machine stops.
+undo() {
+    local status=$?
+    [[ -n "$ready" ]] && return
+    set +e
+    trap - EXIT INT TERM HUP PIPE
+    local outcome="no server was running"
+    if [[ -f "$dir/data/postmaster.pid" ]]; then
+        # Stopped before anything is written: stderr may be the closed pipe that failed.
+        if runuser -u postgres -- "$bindir/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1; then
+            outcome="stopped the server it started"
+        else
+            outcome="could not stop the server it started: stop it with: bash $0 stop $dir"
+        fi
+    fi
+    if [[ "$outcome" != could* ]]; then
+        rm -rf "$dir"
+        outcome="$outcome and removed $dir"
+    fi
+    log "$step failed (exit status $status): $outcome"
+    exit $((status == 0 ? 1 : status))
+}
+trap undo EXIT
+# Exits, so that the EXIT trap runs: a signal's default action would skip it.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+trap 'exit 141' PIPE
+
 echo "$bindir" >"$dir/bindir"
 chown -R postgres:postgres "$dir"
 as_postgres() { runuser -u postgres -- "$@"; }
 
 as_postgres "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 \
     || { cat "$dir/initdb.log" >&2; exit 1; }
+step="starting the server"
 as_postgres "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
     -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=200 -c fsync=on" \
     start >&2 || { cat "$dir/server.log" >&2; exit 1; }
+step="creating the database"
 as_postgres "$bindir/createdb" -h 127.0.0.1 -p "$port" -U postgres retinue_test >&2
 
-echo "export RETINUE_TEST_POSTGRES_DSN=postgresql://postgres@127.0.0.1:$port/retinue_test"
-echo "export RETINUE_TEST_POSTGRES_DIR=$dir"
+step="printing the environment"
 log "server running on 127.0.0.1:$port (data in $dir)"
+# One write: the caller gets both lines or, its pipe closed, no server.
+printf 'export RETINUE_TEST_POSTGRES_DSN=%s\nexport RETINUE_TEST_POSTGRES_DIR=%s\n' \
+    "postgresql://postgres@127.0.0.1:$port/retinue_test" "$dir"
+ready=1
