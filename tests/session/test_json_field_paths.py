@@ -59,14 +59,34 @@ def test_every_meta_refusal_starts_with_the_field(meta: Any, problem: str) -> No
     assert str(caught.value) == problem
 
 
-def test_a_custom_events_data_is_named_once() -> None:
-    """R4.5: a plugin event's data is named ``data``, after the event type when appended."""
+def test_a_custom_events_data_is_named_once_after_its_type() -> None:
+    """R4.5: a plugin event's data is named ``data``, after the event type, whether the event
+    is built or appended."""
     with pytest.raises(InvalidJsonError) as built:
         CustomEvent("plugin/probe", {"stats": [1, {"n": BIG}]})
     with pytest.raises(InvalidJsonError) as appended:
         Session.create("s").append_custom("plugin/probe", {"stats": [1, {"n": BIG}]})
-    assert str(built.value) == f"data.stats[1].n is {DIGITS}"
+    assert str(built.value) == f"plugin/probe event: data.stats[1].n is {DIGITS}"
     assert str(appended.value) == f"plugin/probe event: data.stats[1].n is {DIGITS}"
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ({"a": float("nan")}, "data.a is a non-finite number (nan)"),
+        ({"a": {1}}, "data.a is not JSON: set"),
+        ({1: 2}, "data has a non-string key 1"),
+    ],
+    ids=["nan", "set", "key"],
+)
+def test_a_custom_event_built_with_bad_data_names_its_type(data: Any, problem: str) -> None:
+    """R4.5: whatever is wrong in a plugin event's data, the refusal of the event built
+    directly starts with its type, as that of ``append_custom`` does."""
+    with pytest.raises(InvalidJsonError) as built:
+        CustomEvent("plugin/probe", data)
+    with pytest.raises(InvalidJsonError) as appended:
+        Session.create("s").append_custom("plugin/probe", data)
+    assert str(built.value) == str(appended.value) == f"plugin/probe event: {problem}"
 
 
 # -- R4.5: every event field's refusal starts with the event type ----------------------------------------

@@ -14,7 +14,7 @@ from typing import Any, Literal, NamedTuple, TypeAlias, final, get_args
 import attrs
 
 from retinue._content import whole
-from retinue._errors import SessionError
+from retinue._errors import InvalidJsonError, SessionError
 from retinue._lossless import FrozenDict, JsonValue, freeze_json, shown, writable_int
 
 from ._fields import integer
@@ -80,9 +80,21 @@ __all__ = [
 FORMAT_VERSION = 0
 
 
-def _frozen_data(value: object) -> JsonValue:
-    # Named by the path its errors start with (``data.stats[1]``).
-    return freeze_json(value, "data")
+def _frozen_data(value: object, event: Any) -> JsonValue:
+    """*value* frozen, a refusal naming the event's type (set first), then the path inside
+    ``data`` (``plugin/probe event: data.stats[1] ...``): a plugin logs several types."""
+    try:
+        return freeze_json(value, "data")
+    except InvalidJsonError as exc:
+        raise InvalidJsonError(f"{event.type} event: {exc}") from exc
+
+
+def _data_field() -> JsonValue:
+    # Made here: attrs' mypy plugin reads no Converter written in the class body.
+    field: JsonValue = attrs.field(
+        factory=FrozenDict, converter=attrs.Converter(_frozen_data, takes_self=True)
+    )
+    return field
 
 
 @final
@@ -92,13 +104,14 @@ class CustomEvent:
 
     Its type may not be empty nor the name of a built-in event type (or of the
     stored header line, ``session``): loaded back, such a record would be read
-    as that type, not as this event.
+    as that type, not as this event. Data that is no lossless JSON is refused with
+    ``InvalidJsonError`` naming the type first (``plugin/probe event: data.stats[1] ...``).
     """
 
     type: str = attrs.field(
         converter=whole, validator=lambda _event, _field, value: check_custom_type(value)
     )
-    data: JsonValue = attrs.field(factory=FrozenDict, converter=_frozen_data)
+    data: JsonValue = _data_field()
 
 
 def check_custom_type(value: object) -> None:
