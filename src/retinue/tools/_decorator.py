@@ -109,7 +109,8 @@ def tool(
         TypeError: ``*args``, or a type hint the schema cannot express
             (``ToolContext`` inside another type, a set of unhashable items, one nested
             deeper than Python's stack holds, a record holding itself in a required
-            field at every level, which no finite value fits, as a required parameter),
+            field at every level, which no finite value fits, as a required parameter;
+            a pydantic model, whose own schema the refusal says to build a ``Tool`` from),
             a method not bound to its instance or a class method not bound to its
             class, a generator function, a callable without a signature to read (``dict``), a
             ``functools.partial`` giving a singledispatch function by name the argument

@@ -6,6 +6,7 @@ import collections.abc
 import contextlib
 import contextvars
 import enum
+import inspect
 import types
 import typing
 from collections.abc import Iterator
@@ -161,7 +162,20 @@ def _bare_shape(hint: object, where: str) -> Shape:
     record = generic_record(hint)
     if record is not None:
         return shared_record(hint, lambda: _record_shape(hint, record, where))
-    raise TypeError(f"{where}: unsupported type {hint!r} in a tool signature")
+    raise TypeError(f"{where}: unsupported type {hint!r} in a tool signature{_advice(hint)}")
+
+
+def _advice(hint: object) -> str:
+    """What to do instead of a hint of a class that writes its own schema (pydantic's)."""
+    # Looked up statically: a class's attribute lookup may run code of its own.
+    if inspect.getattr_static(hint, "model_json_schema", None) is None:
+        return ""
+    name = getattr(hint, "__name__", "Model")
+    return (
+        ": @tool does not read a model's own schema (model_json_schema): build the tool "
+        f"from it, Tool(name, description, {name}.model_json_schema(), fn), fn taking the "
+        f"model's fields as keyword arguments (def fn(**fields): ... {name}(**fields) ...)"
+    )
 
 
 def _record_shape(hint: object, record: object, where: str) -> Shape:
