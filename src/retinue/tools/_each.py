@@ -9,6 +9,7 @@ from retinue._errors import RetinueError
 from retinue._lossless import thaw_json
 
 from ._located import Shape, placed_at, raise_at
+from ._paths import first_step
 from ._validate import MAX_PROBLEMS
 
 __all__ = ["LEAVES", "converter", "raise_each"]
@@ -64,9 +65,9 @@ def raise_each(
         try:
             convert(name, value)
         except Exception as other:
-            refusals.append(placed_at(str(name), other))
+            refusals.append(placed_at(first_step(str(name)), other))
     if not refusals:
-        raise_at(failed, exc)
-    first = placed_at(failed, exc)
+        raise_at(first_step(failed), exc)
+    first = placed_at(first_step(failed), exc)
     kept = [first, *refusals][:MAX_PROBLEMS]
     raise _ArgumentsRefusedError(kept, more=len(refusals) >= MAX_PROBLEMS) from first.cause

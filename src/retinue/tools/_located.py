@@ -13,6 +13,7 @@ from retinue._errors import RetinueError, ToolError, describe_failure, failure_o
 from retinue._lossless import MAX_JSON_DEPTH
 
 from ._judgements import Run
+from ._paths import key_step
 
 __all__ = [
     "Coerce",
@@ -195,13 +196,13 @@ def items_of(value: object) -> list[object]:
 
 
 def converted_keys(convert: Coerce, pairs: list[tuple[str, object]]) -> list[object]:
-    """Each key converted, a refusal placed at its name (``.x``)."""
+    """Each key converted, a refusal placed at its name (``.x``, ``["x.y"]``)."""
     converted: list[object] = []
     for name, _ in pairs:
         try:
             converted.append(convert(name))
         except Exception as exc:
-            raise_at(f".{name}", exc)
+            raise_at(key_step(name), exc)
     return converted
 
 
@@ -213,7 +214,7 @@ def pairs_of(value: object) -> list[tuple[str, object]]:
 def converted_fields(
     shapes: Mapping[str, Shape], pairs: list[tuple[str, object]], *, keep_others: bool
 ) -> dict[str, object]:
-    """Each field converted by its shape, a refusal placed at its name (``.x``); another
+    """Each field converted by its shape, a refusal placed at its name (``.x``, ``["x.y"]``); another
     key kept as it is when *keep_others*, else left out."""
     converted: dict[str, object] = {}
     for name, item in pairs:
@@ -225,5 +226,5 @@ def converted_fields(
         try:
             converted[name] = shape.coerce(item)
         except Exception as exc:
-            raise_at(f".{name}", exc)
+            raise_at(key_step(name), exc)
     return converted

@@ -22,6 +22,7 @@ from ._each import LEAVES, converter, raise_each
 from ._hints import HintTooDeepError, parameter_hints, unwrap
 from ._inhabited import check_finite
 from ._keywords import PROPERTY_NAME_RULE, is_property_name
+from ._paths import first_step
 from ._record_init import BY_NAME
 from ._schema_depth import check_depth
 from ._shapes import (
@@ -484,7 +485,7 @@ class RestBinder:
     def __call__(self, arguments: Mapping[str, Any]) -> dict[str, object]:
         for name in arguments:
             if name in self.reserved:
-                raise ValueError(f"{name}: unexpected property")
+                raise ValueError(f"{first_step(name)}: unexpected property")
         bound: dict[str, object] = {}
         for name, value in arguments.items():
             shape = self.shapes.get(name, self.rest)

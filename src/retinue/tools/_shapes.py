@@ -50,6 +50,7 @@ from ._located import (
     raise_at,
     refused_before,
 )
+from ._paths import key_step
 from ._record_init import EMPTY, init_fields, with_default
 from ._satisfiable import unsatisfiable
 from ._scalar_shapes import PRIMITIVES, enum_shape, literal_shape, primitive_shape
@@ -340,7 +341,7 @@ def _mapping(args: tuple[object, ...], where: str) -> Shape:
             try:
                 converted[converted_key] = value.coerce(item)
             except Exception as exc:
-                raise_at(f".{name}", exc)
+                raise_at(key_step(name), exc)
         return converted
 
     return Shape(schema, coerce)

@@ -48,6 +48,7 @@ from retinue._jsonschema import (
 from ._acceptor import compile_acceptor
 from ._judgements import ATTEMPT_DEPTH, Run, TooDeep, set_aside
 from ._keywords import check_parameters, is_annotation
+from ._paths import first_step, key_step
 from ._refusals import (
     brief,
     choices,
@@ -74,7 +75,9 @@ _OBJECTS = (dict, Mapping)
 
 
 def _join(path: str, key: str) -> str:
-    return key if path == _ROOT else f"{path}.{key}"
+    if key.isidentifier():  # most keys: named bare, without a call
+        return key if path == _ROOT else f"{path}.{key}"
+    return first_step(key) if path == _ROOT else path + key_step(key)
 
 
 def validate(
@@ -87,7 +90,7 @@ def validate(
     """Return the first problem as ``"<path>: <what>"``, or ``None`` if *value* conforms.
 
     The root is called ``arguments``; nested paths read ``city``, ``items[2]``,
-    ``options.units``. A ``$ref`` is resolved in *root* (default: *schema*).
+    ``options.units``, ``options["x.y"]`` (:mod:`._paths`). A ``$ref`` is resolved in *root* (default: *schema*).
     Never raises for any value, nor for a schema :func:`make_validator` accepts.
     """
     run = Run(schema if root is None else root)
