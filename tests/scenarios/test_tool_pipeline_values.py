@@ -16,6 +16,7 @@ import trio
 from retinue._content import Text
 from retinue._handle import AgentHandle
 from retinue._lossless import JsonValue
+from retinue.hooks import Ask
 from retinue.session import ToolErrorInfo
 from retinue.tools import Tool, ToolContext, ToolOutput, tool
 from tests.scenarios._tool_pipeline_kit import Seams, call, failed, setup, shape, text_of
@@ -50,6 +51,31 @@ async def test_dispatch_unknown_tool_is_a_coded_error() -> None:
     _, registry = setup()
     result = await registry.execute(call("nope", {}))
     assert shape(result) == failed('unknown tool "nope"', "UNKNOWN_TOOL")
+
+
+LONG_NAME = "n" * 1_000_000
+
+
+async def test_a_long_unknown_tool_name_is_named_by_its_start_and_length() -> None:
+    """R9.3: a name longer than a provider lets a tool's be (64 characters) is not echoed to
+    the model whole: its first 60 characters are, then its length."""
+    _, registry = setup()
+    result = await registry.execute(call(LONG_NAME, {}))
+    named = f'unknown tool "{"n" * 60}..." (1000000 characters)'
+    assert shape(result) == failed(named, "UNKNOWN_TOOL")
+    longest = "n" * 64
+    result = await registry.execute(call(longest, {}))
+    assert shape(result) == failed(f'unknown tool "{longest}"', "UNKNOWN_TOOL")
+
+
+async def test_a_long_unknown_tool_name_asked_for_approval_is_cut_short() -> None:
+    """R6.8: the denial of an ``Ask`` without a reason names a long unknown tool by its
+    start and length too."""
+    hooks, registry = setup()
+    hooks.on("tools/pre-execute", lambda *_: Ask())
+    result = await registry.execute(call(LONG_NAME, {}))
+    named = f'tool "{"n" * 60}..." (1000000 characters) requires approval (not yet supported)'
+    assert shape(result) == failed(named)
 
 
 async def test_dispatch_resolves_the_tool_in_the_callers_view() -> None:

@@ -123,3 +123,42 @@ async def test_an_argument_of_kwargs_is_quoted_in_a_conversion_refusal() -> None
     arguments: JsonValue = {"a.b": {"start": 2, "end": 1}, "c": {"start": 2, "end": 1}}
     refusal = await _refusal(named, arguments)
     assert refusal == '["a.b"]: ends before it starts; c: ends before it starts'
+
+
+# -- a long key is cut short -------------------------------------------------------------
+
+LONG = "k" * 1_000_000
+CUT = f'["{"k" * 60}..." (1000000 characters)]'
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({"x.y": "", LONG: 1}, f"{CUT}: unexpected property"),
+        ({"x.y": "", "a": {LONG: 1}}, f"a{CUT}: unexpected property"),
+        (
+            {"x.y": "", "a": {"k." + LONG: 1}},
+            f'a["k.{"k" * 58}..." (1000002 characters)]: unexpected property',
+        ),
+    ],
+    ids=["top", "nested", "quoted"],
+)
+async def test_a_long_key_is_named_by_its_start_and_length(
+    arguments: JsonValue, problem: str
+) -> None:
+    """R9.6: a key of more than 64 characters is not echoed to the model whole: its first
+    60 are, quoted, then its length."""
+    assert await _refusal(NESTED, arguments) == problem
+
+
+async def test_a_key_of_64_characters_is_named_whole() -> None:
+    """R9.6: a key as long as a provider lets a property name be is named whole."""
+    key = "k" * 64
+    assert await _refusal(NESTED, {"x.y": "", key: 1}) == f"{key}: unexpected property"
+
+
+async def test_a_long_argument_of_kwargs_is_cut_in_a_conversion_refusal() -> None:
+    """R9.6: an argument ``**kwargs`` takes, refused as it is converted, by its start too."""
+    named = tool(_named)
+    refusal = await _refusal(named, {LONG: {"start": 2, "end": 1}})
+    assert refusal == f"{CUT}: ends before it starts"

@@ -28,6 +28,7 @@ from ._execution import (
     exception_result,
     result_content,
 )
+from ._paths import shown_name
 
 __all__ = [
     "UNKNOWN_TOOL",
@@ -66,7 +67,10 @@ async def pre_execute(hooks: HookBus, execution: ToolExecution) -> PreparedCall:
 
 def _decide(execution: ToolExecution, decision: Allow | Deny | Ask) -> PreparedCall:
     if isinstance(decision, Ask):
-        reason = decision.reason or f'tool "{execution.name}" requires approval (not yet supported)'
+        # Named as the model wrote it, cut short: no tool need have that name.
+        reason = decision.reason or (
+            f"tool {shown_name(execution.name)} requires approval (not yet supported)"
+        )
         decision = Deny(reason)
     if isinstance(decision, Deny):
         return PreparedCall(execution, error_result(execution.call_id, decision.reason))
@@ -124,7 +128,8 @@ def _dispatch_flaw(execution: ToolExecution, result: object) -> str | None:
 async def unknown_tool(execution: ToolExecution) -> ToolExecutionResult:
     """The body of a call no tool in its agent's view answers to; always a checkpoint."""
     await trio.lowlevel.checkpoint()
-    return error_result(execution.call_id, f'unknown tool "{execution.name}"', code=UNKNOWN_TOOL)
+    message = f"unknown tool {shown_name(execution.name)}"
+    return error_result(execution.call_id, message, code=UNKNOWN_TOOL)
 
 
 async def post_execute(

@@ -48,7 +48,7 @@ from retinue._jsonschema import (
 from ._acceptor import compile_acceptor
 from ._judgements import ATTEMPT_DEPTH, Run, TooDeep, set_aside
 from ._keywords import check_parameters, is_annotation
-from ._paths import first_step, key_step
+from ._paths import LONGEST_SHOWN, first_step, key_step
 from ._refusals import (
     brief,
     choices,
@@ -75,7 +75,7 @@ _OBJECTS = (dict, Mapping)
 
 
 def _join(path: str, key: str) -> str:
-    if key.isidentifier():  # most keys: named bare, without a call
+    if key.isidentifier() and len(key) <= LONGEST_SHOWN:  # most keys: named bare, without a call
         return key if path == _ROOT else f"{path}.{key}"
     return first_step(key) if path == _ROOT else path + key_step(key)
 
