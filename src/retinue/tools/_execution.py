@@ -6,7 +6,7 @@ import itertools
 import json
 import uuid
 from collections.abc import Coroutine, Sequence
-from typing import final
+from typing import Any, final
 
 import attrs
 
@@ -61,7 +61,8 @@ class ToolExecution:
     """One tool call as the pipeline sees it (R9.1); every field is immutable.
 
     The registry freezes ``arguments`` before any seam sees them; ``token`` is
-    a fresh opaque id per execution, so two calls never share an identity.
+    a fresh opaque id per execution, so two calls never share an identity. A str
+    field given a str subclass (a ``StrEnum`` member) holds its text as a plain str.
 
     Raises:
         TypeError: ``call_id``, ``name`` or ``token`` is no str, or ``agent_id``
@@ -105,7 +106,9 @@ class ToolExecution:
             and (agent_id is None or type(agent_id) is str)
             and (raw_arguments is None or type(raw_arguments) is str)
         ):
-            _refuse_types(self, call_id, name, token, agent_id, raw_arguments)
+            call_id, name, token, agent_id, raw_arguments = _plain_strs(
+                self, call_id, name, token, agent_id, raw_arguments
+            )
         set_call_id, set_name, set_arguments, set_agent, set_agent_id, set_token, set_raw = (
             _SET_EXECUTION
         )
@@ -123,10 +126,14 @@ _SET_EXECUTION = slot_setters(
 )
 
 
-def _refuse_types(execution: ToolExecution, *values: object) -> None:
-    """Raise for the first of *values* (``call_id`` to ``raw_arguments``) that is no str.
+def _plain_strs(execution: ToolExecution, *values: Any) -> tuple[Any, ...]:
+    """*values* (``call_id`` to ``raw_arguments``), each str subclass as the str it holds.
 
-    A str subclass passes, as ``isinstance`` would have it.
+    A ``StrEnum`` member passes, as ``isinstance`` would have it, but is kept as its
+    text: a message naming the call would show a subclass's own ``__str__``.
+
+    Raises:
+        TypeError: the first of *values* that is no str (nor None where that is allowed).
     """
     names = ("call_id", "name", "token", "agent_id", "raw_arguments")
     for index, (field, value) in enumerate(zip(names, values, strict=True)):
@@ -134,6 +141,7 @@ def _refuse_types(execution: ToolExecution, *values: object) -> None:
         if isinstance(value, str) or (optional and value is None):
             continue
         raise wrong_type(execution, field, "a str or None" if optional else "a str", value)
+    return tuple(value if value is None else str.__str__(value) for value in values)
 
 
 @final
@@ -228,7 +236,8 @@ _SET_PREPARED = slot_setters(
 def error_info(exc: BaseException) -> ToolErrorInfo | None:
     """The coded error of a retinue exception that carries a code, else ``None``."""
     if isinstance(exc, RetinueError) and isinstance(exc.code, str):
-        return ToolErrorInfo(type(exc).__name__, exc.code)
+        # A StrEnum member's text, as the stored result loads it back.
+        return ToolErrorInfo(type(exc).__name__, str.__str__(exc.code))
     return None
 
 
