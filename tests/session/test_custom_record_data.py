@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import enum
 import json
 
 import pytest
 
-from retinue._errors import CorruptSessionError
+from retinue._errors import CorruptSessionError, SessionError
 from retinue._lossless import JsonValue
 from retinue.session import Session, load_event
 
@@ -47,3 +48,39 @@ def test_a_stored_event_of_a_type_no_plugin_may_take_is_refused_naming_its_type(
         f"session '?': event seq 0 is malformed: {kind!r} cannot be a custom event type "
         "(empty or reserved) @ $.type"
     )
+
+
+class Kind(enum.StrEnum):
+    PROBE = "plugin/probe"
+
+
+class Unequal(str):
+    """A str equal to nothing, itself included, hashed alike whatever it holds."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __hash__(self) -> int:
+        return 1
+
+
+def test_a_plugin_event_type_given_as_a_str_subclass_is_logged_as_its_text() -> None:
+    """R4.11: a ``StrEnum`` member as the type is held as the plain str the log stores, so
+    the live event is the one loaded back."""
+    session = Session.create("s")
+    event = session.append_custom(Kind.PROBE, {"k": 1})
+    assert type(event.type) is str
+    (record,) = json.loads(json.dumps(session.dump()))
+    assert load_event(record) == event
+
+
+def test_a_built_in_type_in_a_str_subclass_is_refused() -> None:
+    """R4.11: a subclass whose ``==`` finds no built-in type name is still refused as the
+    name it holds: logged, ``turn/start`` would load as a turn's start, not as this event."""
+    session = Session.create("s")
+    with pytest.raises(SessionError) as refused:
+        session.append_custom(Unequal("turn/start"), {"turn": 1})
+    assert refused.value.code == "INVALID_EVENT_TYPE"
+    assert session.events == []

@@ -80,6 +80,14 @@ __all__ = [
 FORMAT_VERSION = 0
 
 
+def _plain_type(value: object) -> object:
+    """:func:`whole`, a str subclass taken as the text it holds: its own ``==`` would
+    pass a built-in type's name by the reserved names, and the log stores the text."""
+    if type(value) is str and value.isascii():
+        return value  # the common case, without a call, as whole has it
+    return whole(str.__str__(value)) if isinstance(value, str) else value
+
+
 def _frozen_data(value: object, event: Any) -> JsonValue:
     """*value* frozen, a refusal naming the event's type (set first), then the path inside
     ``data`` (``plugin/probe event: data.stats[1] ...``): a plugin logs several types."""
@@ -109,7 +117,7 @@ class CustomEvent:
     """
 
     type: str = attrs.field(
-        converter=whole, validator=lambda _event, _field, value: check_custom_type(value)
+        converter=_plain_type, validator=lambda _event, _field, value: check_custom_type(value)
     )
     data: JsonValue = _data_field()
 
