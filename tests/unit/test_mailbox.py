@@ -262,3 +262,47 @@ async def test_mailbox_tracks_only_the_most_recent_waiter(
 async def _run_in(scope: trio.CancelScope, fn: object, *args: object) -> None:
     with scope:
         await fn(*args)  # type: ignore[operator]
+
+
+async def test_mailbox_wait_for_change_parks_with_items_queued_until_a_drain_takes_them(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R3.6, R2.25: a wait for a change parks even with prompts queued, and the drain of a
+    cancel taking them wakes it; a drain of an empty FIFO changes nothing and wakes nobody."""
+    mailbox = Mailbox()
+    woke = trio.Event()
+
+    async def waiter() -> None:
+        await mailbox.wait_for_change(trio.Event())
+        woke.set()
+
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            mailbox.enqueue(item("go"))
+            nursery.start_soon(waiter)
+            await trio.testing.wait_all_tasks_blocked()
+            assert mailbox.statistics().driver_waiting
+            mailbox.drain_steering()
+            await trio.testing.wait_all_tasks_blocked()
+            assert not woke.is_set()
+            assert texts(mailbox.drain_queued()) == ["go"]
+            await woke.wait()
+            nursery.start_soon(waiter)
+            await trio.testing.wait_all_tasks_blocked()
+            woke = trio.Event()
+            assert mailbox.drain_queued() == []
+            await trio.testing.wait_all_tasks_blocked()
+            assert not woke.is_set()
+            mailbox.enqueue(item("again"))
+            await woke.wait()
+    assert not mailbox.statistics().driver_waiting
+
+
+async def test_mailbox_wait_for_change_returns_at_once_when_stopped(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R3.7: like the driver's wait, a stopped one (a disposal) does not park."""
+    stop = trio.Event()
+    stop.set()
+    with trio.fail_after(DEADLINE):
+        await Mailbox().wait_for_change(stop)

@@ -92,9 +92,18 @@ class Mailbox:
         self._steering.append((next(self._arrivals), item))
 
     def drain_queued(self) -> list[MailboxItem]:
-        """Return and remove every queued item, in arrival order (R3.4)."""
-        items = [item for _, item in self._queued]
-        self._queued.clear()
+        """Return and remove every queued item, in arrival order (R3.4).
+
+        Wakes a task parked in :meth:`wait_for_change` when it takes anything.
+        """
+        queued = self._queued
+        items = [item for _, item in queued]
+        if queued:
+            queued.clear()
+            # Only a wait_for_change parks while items are queued: the driver's own
+            # wait returns as soon as one is, and drains them itself once it runs.
+            if self._waiter is not None:
+                self.wake()
         return items
 
     def drain_steering(self) -> list[MailboxItem]:
@@ -161,6 +170,22 @@ class Mailbox:
         if self._queued or stop.is_set():
             await trio.lowlevel.checkpoint()
             return
+        await self._park()
+
+    async def wait_for_change(self, stop: trio.Event) -> None:
+        """Wait until something is enqueued, the queued FIFO is drained, or the wait is woken.
+
+        For a task that stands in for the driver while none runs (a restart's
+        pause), which must hear a cancel emptying the FIFO. Returns at once if
+        *stop* is set; otherwise as :meth:`wait_for_queued`, whose single waiter it is meanwhile.
+        """
+        if stop.is_set():
+            await trio.lowlevel.checkpoint()
+            return
+        await self._park()
+
+    async def _park(self) -> None:
+        """Park as the single waiter until an enqueue, a drain or :meth:`wake` reschedules it."""
         task = self._waiter = trio.lowlevel.current_task()
 
         def abort(_: object) -> trio.lowlevel.Abort:

@@ -73,7 +73,9 @@ class RestartPolicy:
     The window counts the driver's running time, not the pauses, so a driver
     that crashes as soon as it starts is given up after ``max_restarts + 1``
     crashes however long its pauses have grown. Disposing the agent ends a
-    pause at once.
+    pause at once. A cancel in a driver's pause is served as it lands: its
+    prompts are answered ``aborted`` and the agent goes ``idle`` (unless
+    something was sent after it), and the driver restarts when the pause ends.
 
     Attributes:
         window: Seconds of running time a crash is remembered; at least 1
@@ -169,13 +171,13 @@ class _Crashes:
         self._times.append(uptime)
         return len(self._times)
 
-    async def pause(self, core: AgentCore, seconds: float) -> None:
+    async def pause(self, core: AgentCore, seconds: float, *, driver: bool) -> None:
         """Wait *seconds* before a restart, its time left out of the window's uptime."""
         if self._pausing == 0:
             self._pause_began = trio.current_time()
         self._pausing += 1
         try:
-            await _pause(core, seconds)
+            await _pause(core, seconds, driver=driver)
         finally:
             self._pausing -= 1
             if self._pausing == 0:
@@ -242,7 +244,7 @@ async def _restarting(
     announced = restart and seconds <= 0
     if announced:
         core.emit("agent/restarted", error)
-    await crashes.pause(core, seconds)
+    await crashes.pause(core, seconds, driver=driver)
     if not restart or announced:
         return restart
     if driver and core.disposed:
@@ -252,12 +254,38 @@ async def _restarting(
     return True
 
 
-async def _pause(core: AgentCore, seconds: float) -> None:
-    """Wait before a restart, so a crash loop cannot spin; disposal ends the wait."""
+async def _pause(core: AgentCore, seconds: float, *, driver: bool) -> None:
+    """Wait before a restart, so a crash loop cannot spin; disposal ends the wait.
+
+    A driver's pause serves a cancel as it lands, as the driver would have at
+    once (R7.4, R7.5): its askers are answered by the cancel itself, and its
+    ``wait_idle`` callers must not wait for the pause to end.
+    """
     if seconds > 0:
         log.warning("restarting a task of agent %s in %.3gs", core.id, seconds)
     with trio.move_on_after(seconds):
+        while driver and not core.disposed:
+            if core.cancel_marker:
+                # Checked again before parking: a status listener may cancel anew.
+                _serve_cancel_in_pause(core)
+                continue
+            # A cancel drains the queued prompts, which wakes this wait; a disposal wakes it too.
+            await core.mailbox.wait_for_change(core.disposed_event)
         await core.disposed_event.wait()
+
+
+def _serve_cancel_in_pause(core: AgentCore) -> None:
+    """Serve a cancel that landed in a driver's restart pause, as the driver serves one
+    before a turn starts (R7.4, R7.5): the agent is idle unless new work came after it."""
+    core.spend_cancel()
+    # A steer made after the cancel, while the agent said "running", is new work (R7.8).
+    core.mailbox.requeue_steering()
+    if core.mailbox.has_queued:
+        return  # the restarted driver runs it
+    if core.status == "running":
+        core.set_status("idle")  # balances the crashed driver's "running"
+    else:
+        core.release_idle_waiters()
 
 
 def _dispose(core: AgentCore) -> None:

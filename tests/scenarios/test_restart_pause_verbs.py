@@ -1,0 +1,154 @@
+"""An agent's verbs while its crashed driver pauses before a restart: a cancel is served at
+once, as outside the pause, and a disposal or the runtime's close ends the pause (DESIGN 4;
+SPEC R2.24-R2.28, R2.32, R7.4, R7.5, R12.9).
+
+A driver crash is a bug in retinue itself, so these tests break the driver's
+``TurnState`` (what readies a turn, after the agent went ``running``) once each
+time they arm it, the batch then left queued for the restarted driver.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue.loop import _core, _driver, _state
+from retinue.testing import Reply, ScriptedModel, check_session_invariants
+from tests.helpers import DEADLINE, OPTIONS, record_statuses, runtime, turn_ends, user_texts
+from tests.scenarios._supervisor_kit import DriverBugError, record
+
+PAUSE = 100.0
+POLICY = retinue.RestartPolicy(max_restarts=5, backoff=PAUSE, max_backoff=PAUSE)
+"""The second crash within the window pauses ``PAUSE`` virtual seconds before its restart."""
+
+
+def crash_readying_when_armed(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Make the driver's next ``TurnState`` raise once each time the returned flag is armed."""
+    real = _state.TurnState
+    armed = [False]
+
+    def broken(core: _core.AgentCore, turn: int) -> _state.TurnState:
+        if armed[0]:
+            armed[0] = False
+            raise DriverBugError("TurnState bug")
+        return real(core, turn)
+
+    monkeypatch.setattr(_driver, "TurnState", broken)
+    return armed
+
+
+async def pausing_agent(
+    rt: retinue.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> tuple[retinue.Agent, list[tuple[object, ...]]]:
+    """An agent whose driver crashed twice readying a turn, the second time with a prompt
+    still queued: its driver now pauses ``PAUSE`` seconds; and its ``agent/restarted`` calls."""
+    agent = await rt.create_agent("a", OPTIONS)
+    restarts = record(rt, agent, "agent/restarted")
+    armed = crash_readying_when_armed(monkeypatch)
+    armed[0] = True
+    assert (await agent.ask("one")).reason.kind == "completed"
+    armed[0] = True
+    agent.send("two")
+    await trio.sleep(1)
+    assert (agent.status, len(restarts)) == ("running", 1), "the second restart should pause"
+    return agent, restarts
+
+
+async def test_a_cancel_in_a_restart_pause_leaves_the_agent_idle_at_once(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R2.28, R7.5, R2.32: a cancel while the crashed driver pauses answers its prompts
+    ``aborted``, turns the agent ``idle`` (an ``agent/status`` balancing the crashed start's
+    ``running``) and releases ``wait_idle`` at once, as outside the pause, where it waited for
+    the pause to end; the restart still comes when the pause ends, and the next prompt runs.
+    Nothing was logged for the cancelled prompt (R7.6)."""
+    async with runtime(ScriptedModel([Reply("ok")], repeat_last=True), restart=POLICY) as rt:
+        agent, restarts = await pausing_agent(rt, monkeypatch)
+        statuses = record_statuses(rt, agent)
+        asked: list[retinue.TurnResult] = []
+        async with trio.open_nursery() as nursery:
+
+            async def ask() -> None:
+                asked.append(await agent.ask("three"))
+
+            nursery.start_soon(ask)
+            nursery.start_soon(agent.wait_idle)
+            await trio.sleep(1)
+            cancelled_at = trio.current_time()
+            agent.cancel("enough")
+        assert trio.current_time() == cancelled_at, "wait_idle waited for the pause"
+        assert (agent.status, statuses) == ("idle", ["idle"])
+        assert [(r.turn, r.reason.kind, r.reason.reason) for r in asked] == [
+            (0, "aborted", "enough")
+        ]
+        await agent.wait_idle()
+        assert trio.current_time() == cancelled_at
+        assert len(restarts) == 1
+        assert (await agent.ask("four")).text == "ok"
+        assert len(restarts) == 2, "the restart came past its pause"
+        assert user_texts(agent.session.events) == ["one", "four"]
+        assert turn_ends(agent.session.events) == ["completed", "completed"]
+        check_session_invariants(agent.session.events)
+
+
+async def test_a_prompt_sent_after_a_cancel_in_a_restart_pause_runs_after_the_restart(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R2.34, R7.4: a prompt sent once a cancel in the pause was served waits for the
+    restarted driver, and ``wait_idle`` with it, as for any prompt queued in the pause; a
+    second cancel in the same pause answers it ``aborted`` and releases that wait at once."""
+    async with runtime(ScriptedModel([Reply("ok")], repeat_last=True), restart=POLICY) as rt:
+        agent, _restarts = await pausing_agent(rt, monkeypatch)
+        agent.cancel()
+        asked: list[retinue.TurnResult] = []
+        async with trio.open_nursery() as nursery:
+
+            async def ask() -> None:
+                asked.append(await agent.ask("three"))
+
+            nursery.start_soon(ask)
+            nursery.start_soon(agent.wait_idle)
+            await trio.sleep(1)
+            assert not asked
+            cancelled_at = trio.current_time()
+            agent.cancel("again")
+        assert trio.current_time() == cancelled_at
+        assert [r.reason.reason for r in asked] == ["again"]
+        assert agent.status == "idle"
+        started = trio.current_time()
+        result = await agent.ask("four")
+        assert result.text == "ok"
+        assert trio.current_time() >= started + 50, "served by the restarted driver"
+        assert user_texts(agent.session.events) == ["one", "four"]
+
+
+@pytest.mark.parametrize("how", ["dispose", "aclose"])
+async def test_a_disposal_in_a_restart_pause_ends_it_and_answers_its_prompts(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """R2.35, R12.9, R12.10: disposing the agent, or closing its runtime, while its crashed
+    driver pauses answers the queued prompt ``disposed`` and tears the agent down at once,
+    with no restart and nothing logged for the prompt."""
+    with trio.fail_after(DEADLINE):
+        async with retinue.open_runtime(
+            models=ScriptedModel([Reply("ok")], repeat_last=True), restart=POLICY
+        ) as rt:
+            agent, restarts = await pausing_agent(rt, monkeypatch)
+            asked: list[retinue.TurnResult] = []
+            async with trio.open_nursery() as nursery:
+
+                async def ask() -> None:
+                    asked.append(await agent.ask("three"))
+
+                nursery.start_soon(ask)
+                await trio.sleep(1)
+                started = trio.current_time()
+                await (agent.dispose() if how == "dispose" else rt.aclose())
+            assert trio.current_time() == started
+            assert [r.reason.kind for r in asked] == ["disposed"]
+            assert (agent.status, len(restarts)) == ("disposed", 1)
+            assert rt.agents.get(agent.id) is None
+            assert user_texts(agent.session.events) == ["one"]
+            check_session_invariants(agent.session.events)
