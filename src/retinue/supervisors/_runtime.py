@@ -179,6 +179,10 @@ class Runtime:
         (``WAIT_CYCLE`` from an agent that teardown waits for through others).
         Cancellation before publication leaves nothing behind; ``RuntimeError`` once the
         runtime is shutting down (its close aborts a creation in flight).
+        An id live, not yet stored, through another store of the same storage (one SQLite
+        file) is not seen: both succeed, and the agent whose first checkpoint comes second
+        fails it and every later one on ``agent/error`` (``StoreError(SESSION_ALREADY_EXISTS)``):
+        none of its turns is stored, and its teardown lets the session go with a warning.
         """
         self._check_run()
         options = with_cwd(options_of(options), cwd)
