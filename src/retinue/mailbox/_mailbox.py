@@ -170,7 +170,17 @@ class Mailbox:
         if self._queued or stop.is_set():
             await trio.lowlevel.checkpoint()
             return
-        await self._park()
+        # Parked here, not through a helper shared with wait_for_change: the driver
+        # parks once per turn, and a helper would add a coroutine to every park.
+        task = self._waiter = trio.lowlevel.current_task()
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            # A cancelled wait withdraws itself, not a newer waiter that replaced it.
+            if self._waiter is task:
+                self._waiter = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
 
     async def wait_for_change(self, stop: trio.Event) -> None:
         """Wait until something is enqueued, the queued FIFO is drained, or the wait is woken.
@@ -182,10 +192,6 @@ class Mailbox:
         if stop.is_set():
             await trio.lowlevel.checkpoint()
             return
-        await self._park()
-
-    async def _park(self) -> None:
-        """Park as the single waiter until an enqueue, a drain or :meth:`wake` reschedules it."""
         task = self._waiter = trio.lowlevel.current_task()
 
         def abort(_: object) -> trio.lowlevel.Abort:
