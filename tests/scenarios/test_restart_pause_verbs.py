@@ -9,6 +9,11 @@ time they arm it, the batch then left queued for the restarted driver.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 import pytest
 import trio
 import trio.testing
@@ -22,6 +27,9 @@ from tests.scenarios._supervisor_kit import DriverBugError, record
 PAUSE = 100.0
 POLICY = retinue.RestartPolicy(max_restarts=5, backoff=PAUSE, max_backoff=PAUSE)
 """The second crash within the window pauses ``PAUSE`` virtual seconds before its restart."""
+POLICY_OF_HOURS = retinue.RestartPolicy(max_restarts=5, backoff=3600.0, max_backoff=3600.0)
+"""A pause no test on real time outlasts: what ends before ``REAL_DEADLINE`` did not wait for it."""
+REAL_DEADLINE = 60.0
 
 
 def crash_readying_when_armed(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
@@ -39,25 +47,52 @@ def crash_readying_when_armed(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return armed
 
 
+class _PauseHeard(logging.Handler):
+    """Sets its event when a restart's pause is logged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused = trio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("restarting a task of agent"):
+            self.paused.set()
+
+
+@contextmanager
+def _pause_logged() -> Iterator[trio.Event]:
+    """An event set once a restart's pause is logged inside the ``with``."""
+    heard = _PauseHeard()
+    logger = logging.getLogger("retinue.supervisors")
+    logger.addHandler(heard)
+    try:
+        yield heard.paused
+    finally:
+        logger.removeHandler(heard)
+
+
 async def pausing_agent(
     rt: retinue.Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[retinue.Agent, list[tuple[object, ...]]]:
     """An agent whose driver crashed twice readying a turn, the second time with a prompt
-    still queued: its driver now pauses ``PAUSE`` seconds; and its ``agent/restarted`` calls."""
+    still queued: its driver now pauses before its restart; and its ``agent/restarted`` calls."""
     agent = await rt.create_agent("a", OPTIONS)
     restarts = record(rt, agent, "agent/restarted")
     armed = crash_readying_when_armed(monkeypatch)
     armed[0] = True
     assert (await agent.ask("one")).reason.kind == "completed"
     armed[0] = True
-    agent.send("two")
-    await trio.sleep(1)
+    with _pause_logged() as paused:
+        agent.send("two")
+        # Logged as it begins, once the crash's flush is done (in a thread, for SQLite).
+        await paused.wait()
     assert (agent.status, len(restarts)) == ("running", 1), "the second restart should pause"
     return agent, restarts
 
 
 async def test_a_cancel_in_a_restart_pause_leaves_the_agent_idle_at_once(
-    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """R2.28, R7.5, R2.32: a cancel while the crashed driver pauses answers its prompts
     ``aborted``, turns the agent ``idle`` (an ``agent/status`` balancing the crashed start's
@@ -94,7 +129,8 @@ async def test_a_cancel_in_a_restart_pause_leaves_the_agent_idle_at_once(
 
 
 async def test_a_prompt_sent_after_a_cancel_in_a_restart_pause_runs_after_the_restart(
-    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """R2.34, R7.4: a prompt sent once a cancel in the pause was served waits for the
     restarted driver, and ``wait_idle`` with it, as for any prompt queued in the pause; a
@@ -126,7 +162,9 @@ async def test_a_prompt_sent_after_a_cancel_in_a_restart_pause_runs_after_the_re
 
 @pytest.mark.parametrize("how", ["dispose", "aclose"])
 async def test_a_disposal_in_a_restart_pause_ends_it_and_answers_its_prompts(
-    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, how: str
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
 ) -> None:
     """R2.35, R12.9, R12.10: disposing the agent, or closing its runtime, while its crashed
     driver pauses answers the queued prompt ``disposed`` and tears the agent down at once,
@@ -152,3 +190,27 @@ async def test_a_disposal_in_a_restart_pause_ends_it_and_answers_its_prompts(
             assert rt.agents.get(agent.id) is None
             assert user_texts(agent.session.events) == ["one"]
             check_session_invariants(agent.session.events)
+
+
+async def test_a_cancel_in_a_restart_pause_on_a_sqlite_store_keeps_the_stored_log_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R2.28, R2.32, R11.7, on a real SQLite file (real time: its threads): ``wait_idle``
+    returns once a cancel in a restart pause is served, before the restart is announced, not
+    when the pause ends; the agent is torn down with the pause still under way, and the stored
+    log is the live one, nothing of the cancelled prompt in it."""
+    path = str(tmp_path / "sessions.db")
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    with trio.fail_after(REAL_DEADLINE):
+        async with retinue.open_runtime(
+            models=model, restart=POLICY_OF_HOURS, store=retinue.SQLiteStore(path)
+        ) as rt:
+            agent, restarts = await pausing_agent(rt, monkeypatch)
+            agent.cancel()
+            await agent.wait_idle()
+            assert (agent.status, len(restarts)) == ("idle", 1)
+            await agent.dispose()
+        async with retinue.SQLiteStore(path) as store:
+            stored = await store.load(agent.id)
+    assert stored.dump() == agent.session.dump()
+    assert user_texts(stored.events) == ["one"]
