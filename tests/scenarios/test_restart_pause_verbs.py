@@ -160,6 +160,25 @@ async def test_a_prompt_sent_after_a_cancel_in_a_restart_pause_runs_after_the_re
         assert user_texts(agent.session.events) == ["one", "four"]
 
 
+async def test_a_prompt_sent_right_after_a_cancel_in_a_restart_pause_keeps_wait_idle_waiting(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R2.34, R7.4: a prompt sent after a cancel in the pause, before the pause served it, is
+    new work: the agent stays ``running`` and a ``wait_idle`` waiting since before the cancel
+    returns only once the restarted driver has run that prompt's turn."""
+    async with runtime(ScriptedModel([Reply("ok")], repeat_last=True), restart=POLICY) as rt:
+        agent, restarts = await pausing_agent(rt, monkeypatch)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.wait_idle)
+            await trio.sleep(1)
+            agent.cancel()
+            agent.send("replacement")
+            await trio.sleep(1)
+            assert agent.status == "running"
+        assert (len(restarts), agent.status) == (2, "idle"), "wait_idle returned before the restart"
+        assert user_texts(agent.session.events) == ["one", "replacement"]
+
+
 @pytest.mark.parametrize("how", ["dispose", "aclose"])
 async def test_a_disposal_in_a_restart_pause_ends_it_and_answers_its_prompts(
     autojump_clock: trio.testing.MockClock,
