@@ -187,7 +187,8 @@ class Mailbox:
 
         For a task that stands in for the driver while none runs (a restart's
         pause), which must hear a cancel emptying the FIFO. Returns at once if
-        *stop* is set; otherwise as :meth:`wait_for_queued`, whose single waiter it is meanwhile.
+        *stop* is set; otherwise parks, prompts queued or not, as the mailbox's
+        single waiter, which :meth:`wait_for_queued` would replace.
         """
         if stop.is_set():
             await trio.lowlevel.checkpoint()
