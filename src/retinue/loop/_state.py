@@ -84,6 +84,9 @@ class TurnState:
     interruption: BaseException | None = None
     """What the driver began unwinding in this turn (a cancel from outside, Ctrl-C): a
     crash closing the turn hands it to the supervisor."""
+    ctrl_c: BaseException | None = None
+    """A Ctrl-C raised while the step's calls were answered at its close: raised once the
+    turn is closed and flushed."""
 
     def note_blocked(self, index: int, reason: str) -> None:
         """Record that the batch's prompt at *index* was blocked for *reason* (R7.11)."""
@@ -183,23 +186,35 @@ class TurnState:
         synthetic result tells the model. Observer failures are contained so the
         log stays a valid transcript (R9.21, R9.25).
         """
-        calls = self.calls
-        for call in calls.calls:
-            if call.id in calls.answered:
+        for call in self.calls.calls:
+            if call.id in self.calls.answered:
                 continue
-            started = call.id in calls.started
-            this_code = code if started else "ABORTED_BEFORE_DISPATCH"
-            if call.id not in calls.call_seqs and not self._log_missing_call(call):
-                continue
-            if self._log_settled(call):
-                continue
-            text = self._dangling_text(call, ended, started=started)
-            error = ToolErrorInfo(_error_name(this_code), this_code)
             try:
-                synthetic = ToolExecutionResult(call.id, Text(text), is_error=True, error=error)
-                self.log_result(call.id, synthetic)
-            except Exception:
-                log.exception("tool/result observer failed for agent %s (contained)", self.core.id)
+                self._answer_dangling(call, code, ended)
+            except BaseException as exc:
+                # Ctrl-C (all else is contained): the other calls are answered all the
+                # same, or every later request would carry them unanswered.
+                self.ctrl_c = self.ctrl_c or exc
+
+    def _answer_dangling(self, call: ToolCall, code: str, ended: str) -> None:
+        started = call.id in self.calls.started
+        this_code = code if started else "ABORTED_BEFORE_DISPATCH"
+        if call.id not in self.calls.call_seqs and not self._log_missing_call(call):
+            return
+        try:
+            if self._log_settled(call):
+                return
+        except BaseException as exc:
+            # Ctrl-C from a tools/result listener told of the settled result, not logged:
+            # the call is answered as one whose result is not shown.
+            self.ctrl_c = self.ctrl_c or exc
+        text = self._dangling_text(call, ended, started=started)
+        error = ToolErrorInfo(_error_name(this_code), this_code)
+        try:
+            synthetic = ToolExecutionResult(call.id, Text(text), is_error=True, error=error)
+            self.log_result(call.id, synthetic)
+        except Exception:
+            log.exception("tool/result observer failed for agent %s (contained)", self.core.id)
 
     def _dangling_text(self, call: ToolCall, ended: str, *, started: bool) -> str:
         """What the model is told of a call the step's end left without its own result."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import NoReturn
 
 import trio
 
@@ -77,10 +78,29 @@ async def run_turn(core: AgentCore, state: TurnState, items: list[MailboxItem]) 
             # and flush_timeout bounds the wait. A failed flush is reported (R7.49),
             # never raised in place of what interrupted the turn.
             await _flush_and_settle(core, state, items, interrupted=True)
+            if state.ctrl_c is not None and not _holds_ctrl_c(exc):
+                _raise_ctrl_c(state)
         raise
     state.close_turn()
     await _flush_and_settle(core, state, items)
+    if state.ctrl_c is not None:
+        _raise_ctrl_c(state)
     return state.terminal
+
+
+def _raise_ctrl_c(state: TurnState) -> NoReturn:
+    """Pass on the Ctrl-C the turn's close held back to end its log balanced."""
+    # Taken off the state, whose frames its traceback holds: kept, the two are a cycle.
+    ctrl_c, state.ctrl_c = state.ctrl_c, None
+    assert ctrl_c is not None
+    raise ctrl_c
+
+
+def _holds_ctrl_c(exc: BaseException) -> bool:
+    """Whether *exc* is Ctrl-C, or a group holding one."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(KeyboardInterrupt) is not None
+    return isinstance(exc, KeyboardInterrupt)
 
 
 async def _flush_and_settle(

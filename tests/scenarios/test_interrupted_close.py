@@ -1,0 +1,94 @@
+"""Ctrl-C raised again while an interrupted turn is closed: the close still balances the log,
+answers every call and flushes, and the Ctrl-C still reaches the caller (R9.25, R12.10)."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import trio
+import trio.testing
+
+import retinue
+from retinue.session import Session
+from retinue.stores import MemoryStore
+from retinue.testing import (
+    CallTools,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+    check_no_dangling_tool_calls,
+    check_session_invariants,
+)
+from tests.helpers import DEADLINE, OPTIONS, last_end_reason, nap
+
+
+def _interrupt(*_args: object) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+async def _ask_with_results_interrupted(store: MemoryStore) -> tuple[Session, BaseException | None]:
+    """Ask an agent calling two tools at once, each ``tools/result`` raising Ctrl-C; returns
+    its session and what the runtime raised."""
+    calls = [ToolCallSpec("nap", '{"seconds": 1}'), ToolCallSpec("nap", '{"seconds": 2}')]
+    model = ScriptedModel([CallTools(calls), Reply("never")])
+    sessions: list[Session] = []
+    try:
+        with trio.fail_after(DEADLINE):
+            async with retinue.open_runtime(models=model, tools=[nap], store=store) as rt:
+                agent = await rt.create_agent("a", OPTIONS)
+                sessions.append(agent.session)
+                rt.hooks.on("tools/result", _interrupt, agent=agent)
+                await agent.ask("go")
+    except BaseException as exc:  # a group would end the test run: judged by the caller
+        return sessions[0], exc
+    return sessions[0], None
+
+
+async def test_a_tools_result_listener_raising_ctrl_c_on_every_call_leaves_the_turn_closed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R9.25, R7.44, R12.10: the first result's listener raises Ctrl-C and so does each one the
+    close tells; the turn still ends disposed with a result for every call, logged and stored,
+    and the Ctrl-C reaches the caller as itself."""
+    async with MemoryStore() as store:
+        session, raised = await _ask_with_results_interrupted(store)
+        assert isinstance(raised, KeyboardInterrupt), f"got {raised!r}"
+        events = session.events
+        assert [event.type for event in events[-2:]] == ["step/end", "turn/end"]
+        assert last_end_reason(events).kind == "disposed"
+        check_session_invariants(events)
+        check_no_dangling_tool_calls(events)
+        stored = await store.load(session.id)
+        assert stored is not None
+        assert [event.type for event in stored.events][-1] == "turn/end"
+
+
+async def test_ctrl_c_from_the_result_a_cancel_left_unshown_is_raised_once_the_turn_is_closed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.22, R9.20, R12.10: a cancel ends the step while the first call runs and the second
+    has finished; telling the ``tools/result`` listener of that result at the close raises
+    Ctrl-C. The turn still ends aborted, both calls answered, and then Ctrl-C reaches the
+    caller."""
+    calls = [ToolCallSpec("nap", '{"seconds": 2}'), ToolCallSpec("nap", '{"seconds": 1}')]
+    model = ScriptedModel([CallTools(calls), Reply("never")])
+    sessions: list[Session] = []
+    raised: BaseException | None = None
+    try:
+        with trio.fail_after(DEADLINE):
+            async with retinue.open_runtime(models=model, tools=[nap]) as rt:
+                agent = await rt.create_agent("a", OPTIONS)
+                sessions.append(agent.session)
+                rt.hooks.on("tools/result", _interrupt, agent=agent)
+                agent.send("go")
+                await trio.sleep(1.5)
+                agent.cancel("enough")
+                await agent.wait_idle()
+    except BaseException as exc:  # a group would end the test run: judged below
+        raised = exc
+    assert isinstance(raised, KeyboardInterrupt), f"got {raised!r}"
+    events = sessions[0].events
+    assert [event.type for event in events[-2:]] == ["step/end", "turn/end"]
+    assert last_end_reason(events).kind == "aborted"
+    check_session_invariants(events)
+    check_no_dangling_tool_calls(events)
