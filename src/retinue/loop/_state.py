@@ -102,6 +102,11 @@ class TurnState:
         if usage is not None:
             self.usage = add_usage(self.usage, usage)
 
+    def note_usage(self, usage: Usage | None) -> None:
+        """Fold the usage of a step that logged no message into the turn's usage."""
+        if usage is not None:
+            self.usage = add_usage(self.usage, usage)
+
     def record_error(self, error: BaseException) -> None:
         """First error wins (R7.45); reports ``agent/error`` with failures contained."""
         if self.error_recorded:

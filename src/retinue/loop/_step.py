@@ -188,10 +188,14 @@ async def _stream(
         if not isinstance(exc, Exception):
             raise failure_of(exc, "the model stream", ModelError) from exc
         raise
+    if isinstance(assembler.finish, _FAILED):
+        # No message carries this step's usage (R7.36): the turn's usage counts it.
+        state.note_usage(assembler.usage)
+        if signal.cancel_called:
+            return None
+        raise _failed(assembler.finish)
     if signal.cancel_called:
         return None
-    if isinstance(assembler.finish, _FAILED):
-        raise _failed(assembler.finish)
     return assembler, seqs
 
 

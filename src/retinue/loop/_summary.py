@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
+
 from retinue._content import content_text
-from retinue._stream import Usage
-from retinue.session import AssistantMessage, Event, TurnStart
+from retinue._stream import Aborted, Errored, Finish, FinishReason, StreamChunk, Usage, UsageChunk
+from retinue.session import AssistantChunk, AssistantMessage, Event, TurnStart
 
 __all__ = ["add_usage", "summarize_turn"]
 
@@ -32,19 +34,51 @@ def summarize_turn(events: Sequence[Event], turn: int) -> tuple[str, Usage | Non
     """Return the last assistant text and the summed usage of *turn*.
 
     Walks back from the end of the log to the turn's ``turn/start``, so the
-    cost is the turn's length, never the session's.
+    cost is the turn's length, never the session's. A step whose stream ended
+    ``finish{error|aborted}`` has no message to carry its usage (R7.36): its
+    last usage chunk is counted, as the live turn counts it.
     """
     text: str | None = None
     usage: Usage | None = None
-    # Both event classes are final, so an exact type check is an isinstance check.
+    failed: _FailedSteps = _FailedSteps()
+    # Each event class is final, so an exact type check is an isinstance check.
     for event in reversed(events):
         data = event.data
         if type(data) is AssistantMessage:
             if data.turn == turn:
+                failed.answered.add(data.step)
                 if text is None:
                     text = content_text(data.content) or None
                 if data.usage is not None:
                     usage = add_usage(usage, data.usage)
+        elif type(data) is AssistantChunk:
+            if data.turn == turn:
+                failed.read(data.step, data.chunk)
         elif type(data) is TurnStart and data.turn == turn:
             break
+    for step_usage in failed.usages():
+        usage = add_usage(usage, step_usage)
     return text or "", usage
+
+
+@attrs.define
+class _FailedSteps:
+    """The last finish and usage chunk of each step, read back to front."""
+
+    answered: set[int] = attrs.field(factory=set)
+    finishes: dict[int, FinishReason] = attrs.field(factory=dict)
+    usage: dict[int, Usage] = attrs.field(factory=dict)
+
+    def read(self, step: int, chunk: StreamChunk) -> None:
+        if type(chunk) is Finish:
+            self.finishes.setdefault(step, chunk.reason)
+        elif type(chunk) is UsageChunk:
+            self.usage.setdefault(step, chunk.usage)
+
+    def usages(self) -> list[Usage]:
+        """The usage of each step with no message whose stream ended failed, first step first."""
+        return [
+            usage
+            for step, usage in sorted(self.usage.items())
+            if step not in self.answered and isinstance(self.finishes.get(step), (Errored, Aborted))
+        ]

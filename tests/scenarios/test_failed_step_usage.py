@@ -1,0 +1,66 @@
+"""A step whose stream ends ``finish{error}`` or ``finish{aborted}`` logs no message to carry its
+usage (R7.36); the turn's usage still counts what its logged usage chunk says (R10.5)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+
+from retinue._request import ModelRequest
+from retinue._stream import (
+    ABORTED,
+    TOOL_CALLS,
+    Errored,
+    Finish,
+    FinishReason,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    UsageChunk,
+)
+from retinue.loop import summarize_turn
+from retinue.testing import check_session_invariants
+from tests.helpers import OPTIONS, echo, of_type, runtime
+
+
+class FailsSecondStep:
+    """Calls a tool with usage (2, 1), then streams text and usage (5, 3) and ends *failed*."""
+
+    def __init__(self, failed: FinishReason) -> None:
+        self.failed = failed
+        self.steps = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        self.steps += 1
+        if self.steps == 1:
+            yield ToolCallDelta(0, "c1", "echo", '{"text": "x"}')
+            yield UsageChunk(Usage(2, 1))
+            yield Finish(TOOL_CALLS)
+            return
+        yield TextDelta(0, "partial")
+        yield UsageChunk(Usage(5, 3))
+        yield Finish(self.failed)
+
+
+@pytest.mark.parametrize(
+    ("failed", "code"),
+    [(Errored("overloaded", "OVERLOADED"), "OVERLOADED"), (ABORTED, "ABORTED")],
+    ids=["error", "aborted"],
+)
+async def test_a_failed_step_s_usage_counts_in_the_turn_s_usage(
+    autojump_clock: trio.testing.MockClock, failed: FinishReason, code: str
+) -> None:
+    """R7.36, R10.5: the turn ends error and its usage sums both steps' usage, the failed
+    step's read from its logged usage chunk, as the log's summary of the turn reads it."""
+    async with runtime(FailsSecondStep(failed), tools=[echo]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("go")
+        events = agent.session.events
+        assert (result.reason.kind, result.reason.code) == ("error", code)
+        assert len(of_type(events, "assistant/message")) == 1
+        assert result.usage == Usage(7, 4)
+        assert summarize_turn(events, 1) == (result.text, result.usage)
+        check_session_invariants(events)
