@@ -145,7 +145,7 @@ class TurnState:
 
     def close_aborted_step(self, reason: str | None) -> None:
         """Close the step an abort ended: synthetic results, ``step/end``, interrupted (R7.22)."""
-        self.answer_dangling_calls("ABORTED", f"cancelled ({reason})")
+        self.answer_dangling_calls("ABORTED", f"cancelled ({_quoted(reason)})")
         self.close_step()
         self.set_interrupted()
 
@@ -336,6 +336,18 @@ def _logged_in_step(session: Session, data: EventData) -> bool:
         if type(event.data) is StepStart:
             return False
     return False
+
+
+# The most of a cancel's reason a cut-off call's result quotes: the turn's end keeps it
+# whole (R2.28), while each result holds a copy, sent in every later request.
+_QUOTED_REASON = 1000
+
+
+def _quoted(reason: str | None) -> str | None:
+    """*reason* as a result quotes it: whole, or a long one by its start and length."""
+    if reason is None or len(reason) <= _QUOTED_REASON:
+        return reason
+    return f"{reason[:_QUOTED_REASON]}... ({len(reason)} characters)"
 
 
 def _error_name(code: str) -> str:
