@@ -9,7 +9,7 @@ import trio
 import trio.testing
 
 import retinue
-from retinue.session import Session
+from retinue.session import Event, Session
 from retinue.stores import MemoryStore
 from retinue.testing import (
     CallTools,
@@ -90,5 +90,37 @@ async def test_ctrl_c_from_the_result_a_cancel_left_unshown_is_raised_once_the_t
     events = sessions[0].events
     assert [event.type for event in events[-2:]] == ["step/end", "turn/end"]
     assert last_end_reason(events).kind == "aborted"
+    check_session_invariants(events)
+    check_no_dangling_tool_calls(events)
+
+
+async def test_an_observer_raising_ctrl_c_on_every_tool_call_leaves_each_logged_call_answered(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.8, R9.21, R9.25: the observer raises once the first ``tool/call`` is logged, and again
+    on the one the close logs for the call never started; that call still gets its result, the
+    turn ends balanced, and the Ctrl-C reaches the caller."""
+
+    def interrupt_on_calls(event: Event) -> None:
+        if event.type == "tool/call":
+            raise KeyboardInterrupt
+
+    calls = [ToolCallSpec("nap", '{"seconds": 1}'), ToolCallSpec("nap", '{"seconds": 2}')]
+    model = ScriptedModel([CallTools(calls), Reply("never")])
+    sessions: list[Session] = []
+    raised: BaseException | None = None
+    try:
+        with trio.fail_after(DEADLINE):
+            async with retinue.open_runtime(models=model, tools=[nap]) as rt:
+                agent = await rt.create_agent("a", OPTIONS)
+                sessions.append(agent.session)
+                agent.session.observe(interrupt_on_calls)
+                await agent.ask("go")
+    except BaseException as exc:  # a group would end the test run: judged below
+        raised = exc
+    assert isinstance(raised, KeyboardInterrupt), f"got {raised!r}"
+    events = sessions[0].events
+    assert [event.type for event in events].count("tool/result") == 2
+    assert [event.type for event in events[-2:]] == ["step/end", "turn/end"]
     check_session_invariants(events)
     check_no_dangling_tool_calls(events)

@@ -206,13 +206,8 @@ class TurnState:
         this_code = code if started else "ABORTED_BEFORE_DISPATCH"
         if call.id not in self.calls.call_seqs and not self._log_missing_call(call):
             return
-        try:
-            if self._log_settled(call):
-                return
-        except BaseException as exc:
-            # Ctrl-C from a tools/result listener told of the settled result, not logged:
-            # the call is answered as one whose result is not shown.
-            self.ctrl_c = self.ctrl_c or exc
+        if self._log_settled(call):
+            return
         text = self._dangling_text(call, ended, started=started)
         error = ToolErrorInfo(_error_name(this_code), this_code)
         try:
@@ -303,13 +298,18 @@ class TurnState:
         settled = self.calls.settled.get(call.id)
         if settled is None:
             return False
-        final = self.core.services.tools.finish_at_once(*settled)
-        if final is None:
-            return False
         try:
+            final = self.core.services.tools.finish_at_once(*settled)
+            if final is None:
+                return False
             self.log_result(call.id, final)
         except Exception:
             log.exception("tool/result observer failed for agent %s (contained)", self.core.id)
+        except BaseException as exc:
+            # Ctrl-C from a tools/result listener or an observer: held back until the turn
+            # is closed. Unless its result was logged, the call is answered as not shown.
+            self.ctrl_c = self.ctrl_c or exc
+            return call.id in self.calls.answered
         return True
 
     def _log_missing_call(self, call: ToolCall) -> bool:
@@ -321,6 +321,9 @@ class TurnState:
             self.log_call(call)
         except Exception:
             log.exception("tool/call observer failed for agent %s (contained)", self.core.id)
+        except BaseException as exc:
+            # Ctrl-C: held back until the turn is closed, so a logged call gets its result.
+            self.ctrl_c = self.ctrl_c or exc
         return call.id in self.calls.call_seqs
 
 
