@@ -29,6 +29,8 @@ __all__ = [
     "check_str",
     "content_text",
     "new_tool_call_id",
+    "plain",
+    "plain_field",
     "refuse_blocks",
     "snapshot_messages",
     "whole",
@@ -49,16 +51,42 @@ def check_str(block: object, attribute: attrs.Attribute[Any], value: object) -> 
 
 
 def whole(value: object) -> object:
-    """An attrs converter: a str with its surrogate pairs joined (R1.6), else *value* as it
-    is, for the field's validator to refuse.
+    """An attrs converter: a str as :func:`plain` has it, else *value* as it is, for the
+    field's validator to refuse.
 
-    Held as two code points, a pair is stored as two ``\\u`` escapes, which read back
-    as its one character: the stored value would not be the logged one. Every str
-    field that is logged takes it (or its test, inline, in a hand-written ``__init__``).
+    Every str field that is logged takes it (or its test, inline, in a hand-written
+    ``__init__``).
     """
-    if type(value) is str and value.isascii():
-        return value  # the common case, without a call: a block is built per message
-    return joined_surrogates(value) if isinstance(value, str) else value
+    if type(value) is str:
+        # The common case, without a call: a block is built per message.
+        return value if value.isascii() else joined_surrogates(value)
+    return plain(value) if isinstance(value, str) else value
+
+
+def plain(text: str) -> str:
+    """*text* as the plain str of its text, its surrogate pairs joined (R1.6).
+
+    The log stores a string's text and loads it back as a plain str: a subclass (a
+    ``StrEnum`` member) held as itself would be one value live and another reloaded,
+    and its own ``__str__`` or ``==`` need not be its text's, which ``str.__str__``
+    gives. Held as two code points, a pair is stored as two ``\\u`` escapes, which
+    read back as its one character.
+    """
+    return joined_surrogates(text if type(text) is str else str.__str__(text))
+
+
+def plain_field(owner: object, name: str, value: object) -> str:
+    """*value*, given as *owner*'s field *name*, as the plain str of its text.
+
+    Left unjoined, for the caller's own test of its pairs: a hand-written
+    ``__init__`` meets an exact str first and a subclass here.
+
+    Raises:
+        TypeError: *value* is no str.
+    """
+    if not isinstance(value, str):
+        raise wrong_type(owner, name, "a str", value)
+    return str.__str__(value)
 
 
 def check_optional_str(block: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -125,12 +153,12 @@ class ToolCall:
     # built for every tool call a model makes, where a validator or converter per
     # field adds a call each.
     def __init__(self, id: str, name: str, arguments: str) -> None:  # noqa: A002 - the field's name
-        if not isinstance(id, str):
-            raise wrong_type(self, "id", "a str", id)
-        if not isinstance(name, str):
-            raise wrong_type(self, "name", "a str", name)
-        if not isinstance(arguments, str):
-            raise wrong_type(self, "arguments", "a str", arguments)
+        if type(id) is not str:
+            id = plain_field(self, "id", id)  # noqa: A001 - the field's name
+        if type(name) is not str:
+            name = plain_field(self, "name", name)
+        if type(arguments) is not str:
+            arguments = plain_field(self, "arguments", arguments)
         set_id, set_name, set_arguments = _SET_CALL
         # Joined as every logged str is (R1.6): an id held as a pair would reload as
         # its character, and a call of that character's id would then share it.
@@ -170,8 +198,8 @@ class ToolResultBlock:
         content: tuple[ContentBlock, ...],
         is_error: bool = False,  # noqa: FBT001, FBT002 - a field, positional as attrs made it
     ) -> None:
-        if not isinstance(tool_call_id, str):
-            raise wrong_type(self, "tool_call_id", "a str", tool_call_id)
+        if type(tool_call_id) is not str:
+            tool_call_id = plain_field(self, "tool_call_id", tool_call_id)
         if type(content) is not tuple:
             raise _not_blocks(self, content)
         for item in content:
@@ -375,7 +403,7 @@ class Message:
         # Literal would be written, then refused on load. The exact type test
         # first: an unhashable role is refused, not looked up.
         if type(role) is not str or role not in _ROLE_SET:
-            raise _bad_role(role)
+            role = _role(role)
         set_attribute(self, "role", role)
         set_attribute(self, "content", content)
 
@@ -386,10 +414,18 @@ class Message:
 set_attribute = object.__setattr__
 
 
+def _role(role: object) -> Role:
+    """*role*, a str subclass naming a role, as that role's plain str; else refused."""
+    text = str.__str__(role) if isinstance(role, str) else role
+    if type(text) is not str or text not in _ROLE_SET:
+        raise _bad_role(role)
+    return text  # type: ignore[return-value]
+
+
 def _bad_role(role: object) -> Exception:
     expected = "one of " + ", ".join(map(repr, _ROLES))
     message = f"Message.role must be {expected}, got {shown(role)}"
-    return ValueError(message) if type(role) is str else TypeError(message)
+    return ValueError(message) if isinstance(role, str) else TypeError(message)
 
 
 @final

@@ -8,13 +8,12 @@ from typing import final, overload
 
 import attrs
 
-from ._content import Message, check_optional_str, check_str, whole
+from ._content import Message, check_optional_str, check_str, plain, whole
 from ._errors import ConfigError, InvalidJsonError
 from ._lossless import (
     FrozenDict,
     freeze_json,
     is_finite_number,
-    joined_surrogates,
     shown,
     shown_short,
     writable_int,
@@ -63,7 +62,7 @@ def stop_tuple(value: list[str] | tuple[str, ...] | None) -> tuple[str, ...] | N
                 f"item {index} is {shown_short(item)}, not a non-empty string"
             )
     # Logged in every request header: each pair joined as a block's text is (R1.6).
-    return tuple([joined_surrogates(item) for item in items])
+    return tuple([plain(item) for item in items])
 
 
 # A config is logged in every request header, so its numbers must be JSON

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import attrs
 import pytest
 
 from retinue._errors import SessionError
@@ -34,27 +37,57 @@ def _in_a_turn() -> Session:
     return session
 
 
-def _headed(name: str) -> Session:
+def _headed(tool: ToolSchema) -> Session:
     session = _in_a_turn()
-    header = EpochHeader(LlmCallConfig("m"), tools=(ToolSchema(name, "d", {}),))
+    header = EpochHeader(LlmCallConfig("m"), tools=(tool,))
     session.append(RequestHeader(header, "initial"))
     return session
 
 
+def _schema(name: Any) -> ToolSchema:
+    return ToolSchema(name, "d", {"type": "object"})
+
+
+def _unchecked_schema(name: object) -> ToolSchema:
+    """A schema named by *name*, built with attrs' validators switched off."""
+    with attrs.validators.disabled():
+        return _schema(name)
+
+
 @pytest.mark.parametrize(
-    ("session_name", "delta"),
+    ("held", "delta", "names"),
     [
-        ("t", ToolsDelta(changed=(ToolSchema(_Name("t"), "d", {"type": "object"}),))),
-        (_Name("t"), ToolsDelta(removed=("t",))),
+        (_schema("t"), ToolsDelta(changed=(_schema(_Name("t")),)), ["t"]),
+        (_schema(_Name("t")), ToolsDelta(removed=("t",)), []),
+    ],
+    ids=["delta-holds-the-name", "header-holds-the-name"],
+)
+def test_a_hashless_str_subclass_tool_name_is_folded_as_its_text(
+    held: ToolSchema, delta: ToolsDelta, names: list[str]
+) -> None:
+    """R1.6, R8.5: a str subclass defining ``__eq__`` without ``__hash__`` is held as the
+    plain str of its name, so it keys the fold's tables and the delta applies."""
+    session = _headed(held)
+    session.append(RequestHeaderDelta(tools=delta))
+    header = session.current_header
+    assert header is not None
+    assert [(type(tool.name), tool.name) for tool in header.tools] == [(str, n) for n in names]
+
+
+@pytest.mark.parametrize(
+    ("held", "delta"),
+    [
+        (_schema("t"), ToolsDelta(changed=(_unchecked_schema(["t"]),))),
+        (_unchecked_schema(["t"]), ToolsDelta(removed=("t",))),
     ],
     ids=["delta-holds-the-name", "header-holds-the-name"],
 )
 def test_a_delta_whose_tool_names_cannot_key_the_fold_is_refused_typed(
-    session_name: str, delta: ToolsDelta
+    held: ToolSchema, delta: ToolsDelta
 ) -> None:
-    """R4.5, R8.5: every field is type-checked when built, yet a str subclass without a hash
-    passes as a tool name; the fold fails on it, and append refuses the delta, logging nothing."""
-    session = _headed(session_name)
+    """R4.5, R8.5: built with attrs' validators switched off, a tool's name may be
+    unhashable; the fold fails on it, and append refuses the delta, logging nothing."""
+    session = _headed(held)
     before = session.current_header
     seen: list[int] = []
     session.observe(lambda event: seen.append(event.seq))
@@ -84,7 +117,7 @@ def test_a_tools_delta_not_made_from_the_header_is_refused_typed(
 ) -> None:
     """R8.5: a delta naming tools as the header does not hold them would rebuild a request
     no model was sent, so it is refused, not folded silently (dropped, or a tool listed twice)."""
-    session = _headed("t")
+    session = _headed(_TOOL)
     before = session.current_header
     with pytest.raises(SessionError) as caught:
         session.append(RequestHeaderDelta(tools=delta))

@@ -43,9 +43,10 @@ def folded(current: EpochHeader | None, data: RequestHeader | RequestHeaderDelta
     try:
         return fold_header(current, data)
     except TypeError as exc:
-        # Every field is type-checked when built, but a tool's name need only be
-        # a str: a subclass that defines __eq__ without __hash__ cannot key the
-        # fold's tables. The one failure left; refuse it like a corrupt delta.
+        # Every field is type-checked when built, a str subclass held as its plain
+        # text, but a schema built with attrs' validators switched off may name its
+        # tool by anything: an unhashable name cannot key the fold's tables. The one
+        # failure left; refuse it like a corrupt delta.
         raise SessionError(f"{data.type} cannot be folded: {exc}", code="CORRUPT_HEADER") from exc
 
 

@@ -215,6 +215,13 @@ def _stored_as(kind: type[Any], *, optional: bool = False) -> Any:
     return check
 
 
+def _plain_text(value: object) -> object:
+    """A str subclass as the plain str of its text, which the stored line loads back;
+    anything else as it is, for the validator to refuse. A pair is kept as given: a
+    session is named by its id as its caller wrote it."""
+    return str.__str__(value) if type(value) is not str and isinstance(value, str) else value
+
+
 def _absolute(_header: object, _attribute: object, cwd: str | None) -> None:
     # R4.3: a relative cwd would name a different directory from each process reading it.
     # Absolute by either system's rules: a store or an export may cross from one to the other.
@@ -253,13 +260,15 @@ class SessionHeader:
             a relative ``cwd`` (R4.3) or a negative ``seed_length``.
     """
 
-    id: str = attrs.field(validator=_stored_as(str))
+    id: str = attrs.field(converter=_plain_text, validator=_stored_as(str))
     created_at: int = attrs.field(validator=[_stored_as(int), _sixty_four_bits])
     version: int = attrs.field(default=FORMAT_VERSION, validator=_stored_as(int))
     cwd: str | None = attrs.field(
         default=None, converter=whole, validator=[_stored_as(str, optional=True), _absolute]
     )
-    parent_session: str | None = attrs.field(default=None, validator=_stored_as(str, optional=True))
+    parent_session: str | None = attrs.field(
+        default=None, converter=_plain_text, validator=_stored_as(str, optional=True)
+    )
     seed_length: int | None = attrs.field(
         default=None, validator=[_stored_as(int, optional=True), _a_count]
     )

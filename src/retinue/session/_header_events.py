@@ -62,8 +62,13 @@ class RequestHeader:
     type: ClassVar[str] = "request/header"
 
     def __attrs_post_init__(self) -> None:
-        if self.reason not in _HEADER_REASONS:
-            raise outside("request/header reason", self.reason, _HEADER_REASONS)
+        reason: object = self.reason  # a value built in Python may be any str
+        if type(reason) is not str and isinstance(reason, str):
+            # Held and judged by its text, as it is logged and reloaded.
+            reason = str.__str__(reason)
+            object.__setattr__(self, "reason", reason)
+        if reason not in _HEADER_REASONS:
+            raise outside("request/header reason", reason, _HEADER_REASONS)
         if type(self.header) is not EpochHeader:
             raise wrong_type(self, "header", "an EpochHeader", self.header)
 

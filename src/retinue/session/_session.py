@@ -119,7 +119,8 @@ class Session:
         """
         # Tested as a str first: isabs would take bytes or a path, which the
         # header's line cannot hold, and raise a bare TypeError for anything else.
-        if cwd is not None and (type(cwd) is not str or not os.path.isabs(cwd)):
+        given: object = cwd  # a value built in Python may be anything, a str subclass too
+        if given is not None and (not isinstance(given, str) or not os.path.isabs(given)):
             raise SessionError(
                 f"cwd must be an absolute path (a str): {shown(cwd)}", code="INVALID_CWD"
             )

@@ -14,6 +14,7 @@ from retinue._content import (
     ToolResultBlock,
     check_optional_str,
     check_str,
+    plain_field,
     whole,
 )
 from retinue._errors import InvalidJsonError
@@ -64,8 +65,13 @@ class TurnTrigger:
     source: MessageSource = MessageSource()
 
     def __attrs_post_init__(self) -> None:
-        if self.kind not in _TRIGGER_KINDS:
-            raise outside("turn trigger kind", self.kind, _TRIGGER_KINDS)
+        kind: object = self.kind  # a value built in Python may be any str
+        if type(kind) is not str and isinstance(kind, str):
+            # Held and judged by its text, as it is logged and reloaded.
+            kind = str.__str__(kind)
+            set_attribute(self, "kind", kind)
+        if kind not in _TRIGGER_KINDS:
+            raise outside("turn trigger kind", kind, _TRIGGER_KINDS)
         if type(self.source) is not MessageSource:
             raise wrong_type(self, "source", "a MessageSource", self.source)
 
@@ -333,10 +339,7 @@ class ToolCallEvent:
         ):
             check_turn_and_step(self.type, turn, step)
         if type(call_id) is not str or type(name) is not str or type(arguments) is not str:
-            raise InvalidJsonError(
-                "tool/call: call_id, name and arguments (the raw JSON text) must be strings, "
-                f"got {shown(call_id)}, {shown(name)}, {shown(arguments)}"
-            )
+            call_id, name, arguments = _call_texts(call_id, name, arguments)
         set_turn, set_step, set_call_id, set_name, set_arguments = _SET_CALL
         set_turn(self, turn)
         set_step(self, step)
@@ -347,6 +350,20 @@ class ToolCallEvent:
 
 
 _SET_CALL = slot_setters(ToolCallEvent, "turn", "step", "call_id", "name", "arguments")
+
+
+def _call_texts(call_id: object, name: object, arguments: object) -> tuple[str, str, str]:
+    """The plain str of each of a ``tool/call``'s texts, one a str subclass at least.
+
+    Raises:
+        InvalidJsonError: one of them is no str.
+    """
+    if not (isinstance(call_id, str) and isinstance(name, str) and isinstance(arguments, str)):
+        raise InvalidJsonError(
+            "tool/call: call_id, name and arguments (the raw JSON text) must be strings, "
+            f"got {shown(call_id)}, {shown(name)}, {shown(arguments)}"
+        )
+    return str.__str__(call_id), str.__str__(name), str.__str__(arguments)
 
 
 @final
@@ -400,7 +417,7 @@ class ToolResultEvent:
         if type(is_error) is not bool:
             raise InvalidJsonError(f"tool/result: is_error must be a bool, got {shown(is_error)}")
         if type(call_id) is not str:
-            raise wrong_type(self, "call_id", "a str", call_id)
+            call_id = plain_field(self, "call_id", call_id)
         if type(error) is not ToolErrorInfo and error is not None:
             raise wrong_type(self, "error", "a ToolErrorInfo or None", error)
         set_turn, set_step, set_call_id, set_content, set_is_error, set_error, set_meta = (
