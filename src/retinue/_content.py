@@ -468,6 +468,9 @@ def resolve_source(source: MessageSource | str | None) -> MessageSource:
     if source is None:
         return USER_SOURCE
     if isinstance(source, str):
+        if type(source) is not str:
+            # Judged by its text, which the log keeps: a subclass's own == need not match.
+            source = plain(source)
         if not source:
             raise ValueError(
                 "source '' names no plugin: pass the plugin's name, or None for the user"

@@ -25,6 +25,7 @@ from retinue._content import (
     Text,
     ToolCall,
     ToolResultBlock,
+    resolve_source,
 )
 from retinue._errors import InvalidJsonError, SessionError
 from retinue._request import LlmCallConfig, ToolSchema
@@ -386,15 +387,22 @@ def test_a_value_that_is_no_str_is_refused_as_before(
             lambda: TurnTrigger(Given.BOGUS),  # type: ignore[arg-type]
             "turn trigger kind must be one of message, injection; got 'bogus'",
         ),
+        (
+            lambda: resolve_source(Hostile("user")),
+            (
+                "source 'user' would name a plugin called 'user': a str names a plugin; "
+                "pass None for the user"
+            ),
+        ),
     ],
-    ids=["role", "bogus-role", "bogus-trigger"],
+    ids=["role", "bogus-role", "bogus-trigger", "user-source"],
 )
 def test_a_str_subclass_is_judged_by_its_text(
     build: Callable[[], object], message: str | None
 ) -> None:
-    """R1.2, SPEC 4.3: a value checked against names is checked by its text, not by the
-    subclass's own ``==``: a role is taken, a kind naming none is refused as the same
-    plain str is."""
+    """R1.2, R1.3, SPEC 4.3: a value checked against names is checked by its text, not
+    by the subclass's own ``==``: a role is taken, a kind naming none and a plugin
+    source named ``user`` are refused as the same plain str is."""
     if message is None:
         assert type(cast("Message", build()).role) is str
         return
