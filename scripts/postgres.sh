@@ -55,6 +55,9 @@ port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
 dir="$(mktemp -d /tmp/retinue-pg.XXXXXX)"
 step="creating the cluster"
 ready=""
+signal=""
+# The caller's stderr, kept: a step's own output redirection is in force while a trap runs.
+exec 3>&2
 
 # A caller that sees the run fail has no directory to stop the server with: a server
 # left running here would run until the machine stops.
@@ -76,19 +79,29 @@ undo() {
         rm -rf "$dir"
         outcome="$outcome and removed $dir"
     fi
-    log "$step failed (exit status $status): $outcome"
+    log "$step failed (exit status $status): $outcome" 2>&3
+    if [[ -n "$signal" ]]; then
+        # Dies of the signal, as its caller's shell expects of a Ctrl-C, not a plain exit.
+        trap - "$signal"
+        kill -s "$signal" $$
+    fi
     exit $((status == 0 ? 1 : status))
 }
+interrupted() {
+    signal=$1
+    exit "$2"
+}
 trap undo EXIT
-# Exits, so that the EXIT trap runs: a signal's default action would skip it.
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-trap 'exit 141' PIPE
+# Each signal exits through the EXIT trap, which stops the server, and is then raised again.
+trap 'interrupted INT 130' INT
+trap 'interrupted TERM 143' TERM
+trap 'interrupted HUP 129' HUP
+trap 'interrupted PIPE 141' PIPE
 
 echo "$bindir" >"$dir/bindir"
 chown -R postgres:postgres "$dir"
-as_postgres() { runuser -u postgres -- "$@"; }
+# Without the kept stderr: the server would hold it open after the script ends.
+as_postgres() { runuser -u postgres -- "$@" 3>&-; }
 
 as_postgres "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 \
     || { cat "$dir/initdb.log" >&2; exit 1; }

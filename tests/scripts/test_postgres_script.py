@@ -10,7 +10,9 @@ command it runs, shadowed on the PATH.
 from __future__ import annotations
 
 import os
+import select
 import shutil
+import signal
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -144,3 +146,41 @@ def test_a_started_server_is_left_running_and_named(shims: Path) -> None:
     assert _servers_in(made) != []
     subprocess.run(["bash", str(SCRIPT), "stop", str(made)], capture_output=True, check=True)
     _assert_nothing_left(shims)
+
+
+def test_ctrl_c_while_the_cluster_is_made_names_the_step_and_dies_of_it(shims: Path) -> None:
+    """Ctrl-C (a SIGINT to the script's process group) while initdb runs: the step is
+    named on the caller's stderr, not in the step's own log, the directory is removed,
+    and the script dies of the signal, so a calling shell stops as Ctrl-C asks."""
+    started = shims.parent / "initdb-started"
+    _shim(
+        shims,
+        "runuser",
+        f'case "$4" in */initdb) touch "{started}"; sleep 60;; esac\nexec "$real" "$@"',
+    )
+    environment = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}"}
+    with subprocess.Popen(
+        ["bash", str(SCRIPT)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment,
+        text=True,
+        start_new_session=True,
+    ) as script:
+        _wait_for(started, script)
+        os.killpg(script.pid, signal.SIGINT)
+        stdout, stderr = script.communicate(timeout=SCRIPT_TIMEOUT)
+    assert script.returncode == -signal.SIGINT
+    assert stdout == ""
+    assert "postgres.sh: creating the cluster failed (exit status 130)" in stderr
+    _assert_nothing_left(shims)
+
+
+def _wait_for(marker: Path, script: subprocess.Popen[str]) -> None:
+    """Wait (real time, bounded) until *marker* exists, the script still running."""
+    for _ in range(SCRIPT_TIMEOUT * 10):
+        if marker.exists():
+            return
+        assert script.poll() is None, script.communicate()
+        select.select([], [], [], 0.1)  # a pause without time.sleep, which the suite bans
+    raise AssertionError(f"{marker} never appeared")
