@@ -1,7 +1,7 @@
 """A class describing itself (pydantic's ``model_json_schema``) as a ``@tool`` hint (R9.7).
 
-``@tool`` reads no model's own schema: the refusal says to build the tool from that
-schema by hand. pydantic is not a dependency: the class here only has the classmethod.
+``@tool`` reads no model's own schema: the refusal says to build the tool with that
+schema in its parameters' schema by hand. pydantic is not a dependency: the class here only has the classmethod.
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ def _search_all(queries: list[Query | None]) -> str:
 
 
 ADVICE = (
-    "@tool does not read a model's own schema (model_json_schema): build the tool from it, "
-    "Tool(name, description, Query.model_json_schema(), fn), fn taking the model's fields "
-    "as keyword arguments (def fn(**fields): ... Query(**fields) ...)"
+    "@tool does not read a model's own schema (model_json_schema): build "
+    "Tool(name, description, parameters, fn), its parameters' schema holding "
+    "Query.model_json_schema() where the signature holds Query, and fn making the Query "
+    "from the arguments"
 )
 
 

@@ -171,11 +171,15 @@ def _advice(hint: object) -> str:
     # Looked up statically: a class's attribute lookup may run code of its own.
     if inspect.getattr_static(hint, "model_json_schema", None) is None:
         return ""
-    name = getattr(hint, "__name__", "Model")
+    # type's own descriptor: a metaclass may answer __name__ itself.
+    name = type.__dict__["__name__"].__get__(hint) if isinstance(hint, type) else "Model"
+    # Said for any place of the hint (a list of models, one parameter of several): the
+    # parameters' schema holds the model's where the signature holds the model.
     return (
-        ": @tool does not read a model's own schema (model_json_schema): build the tool "
-        f"from it, Tool(name, description, {name}.model_json_schema(), fn), fn taking the "
-        f"model's fields as keyword arguments (def fn(**fields): ... {name}(**fields) ...)"
+        ": @tool does not read a model's own schema (model_json_schema): build "
+        "Tool(name, description, parameters, fn), its parameters' schema holding "
+        f"{name}.model_json_schema() where the signature holds {name}, and fn making "
+        f"the {name} from the arguments"
     )
 
 
