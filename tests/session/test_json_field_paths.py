@@ -89,6 +89,16 @@ def test_a_custom_event_built_with_bad_data_names_its_type(data: Any, problem: s
     assert str(built.value) == str(appended.value) == f"plugin/probe event: {problem}"
 
 
+@pytest.mark.parametrize("event_type", ["", None, "turn/start"], ids=["empty", "none", "reserved"])
+def test_a_custom_event_wrong_in_its_type_and_its_data_is_refused_for_its_type(
+    event_type: Any,
+) -> None:
+    """R4.5: the type is judged before the data, so a record wrong in both is told of its
+    type, not of its data under a type that can be none (`` event: data.a ...``)."""
+    with pytest.raises(ValueError, match="cannot be a custom event type"):
+        CustomEvent(event_type, {"a": float("nan")})
+
+
 # -- R4.5: every event field's refusal starts with the event type ----------------------------------------
 
 FIELD_REFUSALS: dict[str, tuple[Callable[[], object], type[Exception], str]] = {

@@ -80,17 +80,12 @@ __all__ = [
 FORMAT_VERSION = 0
 
 
-def _plain_type(value: object) -> object:
-    """:func:`whole`, a str subclass taken as the text it holds: its own ``==`` would
-    pass a built-in type's name by the reserved names, and the log stores the text."""
-    if type(value) is str and value.isascii():
-        return value  # the common case, without a call, as whole has it
-    return whole(str.__str__(value)) if isinstance(value, str) else value
-
-
 def _frozen_data(value: object, event: Any) -> JsonValue:
     """*value* frozen, a refusal naming the event's type (set first), then the path inside
     ``data`` (``plugin/probe event: data.stats[1] ...``): a plugin logs several types."""
+    # The type first: its refusal, not the data's, for a record wrong in both, and a
+    # data refusal then names a type that can be one.
+    check_custom_type(event.type)
     try:
         return freeze_json(value, "data")
     except InvalidJsonError as exc:
@@ -117,7 +112,7 @@ class CustomEvent:
     """
 
     type: str = attrs.field(
-        converter=_plain_type, validator=lambda _event, _field, value: check_custom_type(value)
+        converter=whole, validator=lambda _event, _field, value: check_custom_type(value)
     )
     data: JsonValue = _data_field()
 

@@ -377,8 +377,6 @@ class Session:
         """
         try:
             custom = CustomEvent(event_type, data)
-        except InvalidJsonError:
-            raise  # named by the event's type already
         except ValueError as exc:
             raise SessionError(str(exc), code="INVALID_EVENT_TYPE") from exc
         return self.append(custom)

@@ -7,7 +7,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias, cast, final
+from typing import Literal, TypeAlias, cast, final
 
 import attrs
 
@@ -460,11 +460,6 @@ class ToolContext:
     """The calling agent's id, or ``None`` outside an agent."""
 
 
-def _output_content(value: Any) -> tuple[ContentBlock, ...]:
-    # A str subclass held as its text, as a body's own returned str is.
-    return as_content(str.__str__(value) if isinstance(value, str) else value)
-
-
 def _freeze_meta(value: object) -> JsonValue:
     # Named, so a refusal says which value of the tool's return it is about.
     return freeze_json(value, "meta")
@@ -478,7 +473,7 @@ class ToolOutput:
     ``meta`` is recorded with the result but is not shown to the model.
     """
 
-    content: tuple[ContentBlock, ...] = attrs.field(converter=_output_content)
+    content: tuple[ContentBlock, ...] = attrs.field(converter=as_content)
     """The result content: a str, a block or a sequence of blocks."""
     meta: JsonValue = attrs.field(default=None, converter=_freeze_meta)
     """Lossless JSON kept with the result; ``None`` when absent."""
