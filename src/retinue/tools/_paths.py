@@ -22,14 +22,14 @@ _START_SHOWN = 60
 
 def key_step(key: str) -> str:
     """The step from a path to its *key*: ``.units``, or ``["x.y"]``."""
-    if key.isidentifier() and len(key) <= LONGEST_SHOWN:  # most keys: no copy made
+    if len(key) <= LONGEST_SHOWN and key.isidentifier():  # most keys: no copy made
         return "." + key
     return "." + key if _plain(key) else _quoted(key)
 
 
 def first_step(key: str) -> str:
     """*key* as the first step of a path, the argument it names: ``units``, or ``["x.y"]``."""
-    if key.isidentifier() and len(key) <= LONGEST_SHOWN:
+    if len(key) <= LONGEST_SHOWN and key.isidentifier():
         return key
     return key if _plain(key) else _quoted(key)
 

@@ -75,7 +75,7 @@ _OBJECTS = (dict, Mapping)
 
 
 def _join(path: str, key: str) -> str:
-    if key.isidentifier() and len(key) <= LONGEST_SHOWN:  # most keys: named bare, without a call
+    if len(key) <= LONGEST_SHOWN and key.isidentifier():  # most keys: named bare, without a call
         return key if path == _ROOT else f"{path}.{key}"
     return first_step(key) if path == _ROOT else path + key_step(key)
 
