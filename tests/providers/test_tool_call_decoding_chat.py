@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from retinue._content import ToolCall
-from retinue._stream import ToolCallDelta
+from retinue._stream import TOOL_CALLS, Finish, ToolCallDelta
 from retinue.providers import ProviderStreamError
 
 from .support import JSON, SSE, serve_once, sse_body
@@ -162,6 +162,17 @@ async def test_chat_call_in_the_deprecated_function_call_form_is_a_tool_call(
     assert FRESH_ID.fullmatch(call.id)
     fragments = [c for c in collected.chunks if isinstance(c, ToolCallDelta)]
     assert [fragment.id for fragment in fragments[:1]] == ([call.id] if streamed else [])
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+async def test_chat_call_in_the_deprecated_function_call_form_finishes_on_tool_calls(
+    *, streamed: bool
+) -> None:
+    """R10.4: the ``function_call`` finish of the deprecated form is a ``tool-calls`` finish,
+    as ``tool_calls`` is, not an unknown kind named after it."""
+    body, headers = (_legacy_stream(), SSE) if streamed else (_legacy_whole(), JSON)
+    collected = await serve_once("chat", body, headers)
+    assert collected.chunks[-1] == Finish(TOOL_CALLS)
 
 
 async def test_chat_function_call_that_is_not_an_object_is_malformed() -> None:
