@@ -130,6 +130,23 @@ async def test_openai_cache_writes_are_counted_apart_from_input(
     assert usage.output_tokens == 5
 
 
+@pytest.mark.parametrize("form", ["chat-stream", "chat-json"])
+async def test_chat_cache_hits_counted_at_the_top_of_usage_are_cache_reads(form: str) -> None:
+    """R10.5: a server that counts its cache hits as ``prompt_cache_hit_tokens`` beside the
+    prompt tokens (DeepSeek's) has them read as cache reads, taken out of the input."""
+    usage = {
+        "prompt_tokens": 100,
+        "completion_tokens": 5,
+        "prompt_cache_hit_tokens": 60,
+        "prompt_cache_miss_tokens": 40,
+    }
+    body, headers = (
+        (_chat_stream(usage), SSE) if form == "chat-stream" else (_chat_json(usage), JSON)
+    )
+    got = await serve_once("chat", body, headers)
+    assert _usage(got.chunks) == Usage(40, 5, cache_read_tokens=60)
+
+
 async def test_openai_usage_without_cache_writes_reports_none() -> None:
     """A server that does not report cache writes leaves the count unknown, not 0."""
     usage = {"prompt_tokens": 10, "completion_tokens": 5, "prompt_tokens_details": {}}
