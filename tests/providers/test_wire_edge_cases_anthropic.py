@@ -14,7 +14,15 @@ from typing import Any
 import pytest
 
 from retinue._content import Reasoning, RedactedReasoning, Text, ToolCall
-from retinue._stream import BlockEnd, Errored, ReasoningDelta, ToolCallDelta
+from retinue._stream import (
+    MAX_TOKENS,
+    STOP,
+    BlockEnd,
+    Errored,
+    FinishReason,
+    ReasoningDelta,
+    ToolCallDelta,
+)
 from retinue.providers import ProviderStreamError
 
 from ._wire_edge_kit import MESSAGE_END, MESSAGE_START, typed_event
@@ -333,3 +341,39 @@ async def test_anthropic_refusal_without_details_says_the_model_refused() -> Non
     ]
     collected = await serve_once("messages", b"".join(map(typed_event, events)))
     assert collected.assembler.finish == Errored("the model refused to answer", code="refusal")
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "expected"),
+    [
+        ("end_turn", STOP),
+        ("stop_sequence", STOP),
+        ("max_tokens", MAX_TOKENS),
+        ("model_context_window_exceeded", MAX_TOKENS),
+    ],
+    ids=["end_turn", "stop_sequence", "max_tokens", "model_context_window_exceeded"],
+)
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+async def test_anthropic_stop_reasons_finish_as_what_they_mean(
+    *, stop_reason: str, expected: FinishReason, streamed: bool
+) -> None:
+    """R10.4, R7.38: a stop at a stop sequence is a ``stop``; an answer cut at the token
+    limit or at the end of the context window is ``max-tokens`` (its calls are dropped),
+    neither an unknown kind named after the API's reason, which would pass as a success."""
+    if streamed:
+        events: list[dict[str, Any]] = [
+            MESSAGE_START,
+            {"type": "message_delta", "delta": {"stop_reason": stop_reason}},
+            {"type": "message_stop"},
+        ]
+        collected = await serve_once("messages", b"".join(map(typed_event, events)))
+    else:
+        message = {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "text", "text": "Partly"}],
+            "stop_reason": stop_reason,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+        collected = await serve_once("messages", json.dumps(message).encode(), JSON)
+    assert collected.assembler.finish == expected
