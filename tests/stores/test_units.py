@@ -307,15 +307,20 @@ async def _sqlite_with_three_segments(path: Path) -> Session:
         ),
         ("DELETE FROM segments WHERE first_seq = (SELECT min(first_seq) FROM segments)", "0..{a}"),
         ("UPDATE segments SET count = count + 1 WHERE first_seq = 0", "segment from seq 0"),
+        (
+            "UPDATE segments SET count = count - 1 WHERE first_seq = 0",
+            "segment from seq 0",
+        ),
         ("UPDATE sessions SET next_seq = next_seq + 2", "{d}..{e}"),
     ],
-    ids=["last-segment", "first-segment", "count", "next-seq"],
+    ids=["last-segment", "first-segment", "count", "count-below-its-records", "next-seq"],
 )
 async def test_sqlite_load_refuses_a_log_that_lost_committed_events(
     tmp_path: Path, damage: str, problem: str
 ) -> None:
-    """R11.8: the segments must hold every committed seq (``next_seq``, each ``count``); a lost
-    segment makes the load fail naming the missing seqs instead of dropping committed events."""
+    """R11.8: the segments must hold every committed seq (``next_seq``, each ``count``, which is
+    the records its segment holds, neither more nor fewer); a lost segment makes the load fail
+    naming the missing seqs instead of dropping committed events."""
     path = tmp_path / "sessions.db"
     session = await _sqlite_with_three_segments(path)
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:
