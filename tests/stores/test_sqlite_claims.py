@@ -128,6 +128,30 @@ async def test_sqlite_new_session_is_claimed_by_its_first_flush(tmp_path: Path) 
     assert lines(loaded.events[:]) == lines(session.events[:])
 
 
+def _open_lock_files(path: Path) -> list[str]:
+    """The descriptors of this process open on a lock file of the store at *path* (one
+    removed still names its path, marked deleted)."""
+    fds = Path("/proc/self/fd")
+    targets = [str(fd.readlink()) for fd in fds.iterdir() if fd.is_symlink()]
+    return [target for target in targets if target.startswith(f"{path}.locks{os.sep}")]
+
+
+async def test_sqlite_detach_closes_the_lock_file_of_its_claim(tmp_path: Path) -> None:
+    """R12.7: detaching a session closes its lock file, not only removes it: each claim
+    given up would otherwise keep a descriptor open until the store closes, one more per
+    load, until the process runs out of them."""
+    path = tmp_path / "sessions.db"
+    await _stored(path, "one", "two")
+    async with SQLiteStore(path) as store:
+        for _ in range(3):
+            for session_id in ("one", "two"):
+                loaded = await store.load(session_id)
+                store.attach(loaded)
+                assert len(_open_lock_files(path)) == 1
+                await store.detach(loaded)
+                assert _open_lock_files(path) == []
+
+
 async def test_sqlite_append_without_a_load_is_refused_while_claimed(tmp_path: Path) -> None:
     """R12.7: attaching a stored session elsewhere gets SESSION_LOCKED at flush; nothing is written."""
     path = tmp_path / "sessions.db"
