@@ -327,6 +327,21 @@ async def test_store_listing_names_each_stored_session_it_skips(
     ]
 
 
+async def test_store_load_refuses_a_header_naming_another_session(record_kit: StoreKit) -> None:
+    """R11.8, R11.14: a session stored under one id whose header names another (a log copied
+    under a new name by hand) is refused on load, naming both, as the listing leaves it out:
+    loaded, its events would be extended under the id the header names."""
+    await store_turns(record_kit, Session.create("impostor"), turns=1)
+    record_kit.tamper_header("impostor", encode_header(SessionHeader(id="fine", created_at=1)))
+    async with record_kit.open() as store:
+        with pytest.raises(CorruptSessionError) as caught:
+            await store.load("impostor")
+        with pytest.raises(CorruptSessionError):
+            await store.inspect("impostor")
+    assert caught.value.code == "CORRUPT_SESSION"
+    assert "session 'impostor': the stored header names session 'fine'" in caught.value.message
+
+
 async def test_store_exists_sees_a_stored_session_whose_header_is_corrupt(
     record_kit: StoreKit,
 ) -> None:
