@@ -296,6 +296,7 @@ async def test_block_index_that_is_not_a_number_is_malformed(
             True,
         ),
         ("chat", sse_body(b'{"error":{"message":"slow down","code":"429"}}'), 429, True),
+        ("chat", sse_body(b'{"error":{"message":"busy","code":503.0}}'), 503, True),
         (
             "chat",
             sse_body(b'{"error":{"message":"bad","code":400,"type":"BadRequestError"}}'),
@@ -321,13 +322,22 @@ async def test_block_index_that_is_not_a_number_is_malformed(
             True,
         ),
     ],
-    ids=["chat-vllm-500", "chat-string-429", "chat-400", "responses-error", "failed", "messages"],
+    ids=[
+        "chat-vllm-500",
+        "chat-string-429",
+        "chat-float-503",
+        "chat-400",
+        "responses-error",
+        "failed",
+        "messages",
+    ],
 )
 async def test_stream_error_with_a_numeric_code_is_retryable_as_that_status(
     api: str, body: bytes, status: int, retryable: bool
 ) -> None:
-    """R10.3: an in-stream error whose ``code`` is an HTTP status (vLLM, LiteLLM) carries
-    that status and is retried as the status would be, not refused as an unknown code.
+    """R10.3: an in-stream error whose ``code`` is an HTTP status (vLLM, LiteLLM), as a
+    number, text or a whole float, carries that status and is retried as the status would
+    be, not refused as an unknown code.
     """
     with pytest.raises(ProviderStreamError) as caught:
         await serve_once(api, body)
