@@ -154,15 +154,19 @@ async def test_responses_cancelled_response_finishes_aborted(*, streamed: bool) 
     assert collected.assembler.usage == Usage(9, 2)
 
 
-def _incomplete_response(details: object, *, streamed: bool) -> tuple[bytes, Any]:
-    """A Responses answer cut short with *details* as its ``incomplete_details``."""
+def _incomplete_response(
+    details: object, *, streamed: bool, status: str | None = "incomplete"
+) -> tuple[bytes, Any]:
+    """A Responses answer cut short with *details* as its ``incomplete_details``, its status
+    *status* (left out when ``None``)."""
     response = {
         "object": "response",
-        "status": "incomplete",
         "incomplete_details": details,
         "output": _PARTIAL_OUTPUT,
         "usage": _SOME_USAGE,
     }
+    if status is not None:
+        response["status"] = status
     if streamed:
         return typed_event({"type": "response.incomplete", "response": response}), SSE
     return json.dumps(response).encode(), JSON
@@ -174,6 +178,19 @@ async def test_responses_incomplete_for_max_output_tokens_finishes_max_tokens(
 ) -> None:
     """R10.4: only ``incomplete_details.reason`` ``max_output_tokens`` is a max-tokens cut."""
     body, headers = _incomplete_response({"reason": "max_output_tokens"}, streamed=streamed)
+    collected = await serve_once("responses", body, headers)
+    assert collected.assembler.finish.kind == "max-tokens"
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_responses_without_a_status_cut_at_the_token_limit_finishes_max_tokens(
+    *, streamed: bool
+) -> None:
+    """R10.4: a compatible server that leaves out the response's status still says the answer
+    was cut by its ``incomplete_details``: a ``max_output_tokens`` reason is a max-tokens cut,
+    not a stop whose calls the loop would run."""
+    details = {"reason": "max_output_tokens"}
+    body, headers = _incomplete_response(details, streamed=streamed, status=None)
     collected = await serve_once("responses", body, headers)
     assert collected.assembler.finish.kind == "max-tokens"
 
