@@ -115,3 +115,25 @@ def test_a_header_naming_a_seed_longer_than_the_log_is_refused(
         f"is more than the {len(records) - 1} events that follow it\n"
     )
     assert _stored(store) == []
+
+
+def test_a_seed_one_event_longer_than_the_log_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R4.25: a seed_length of one event more than the file holds is refused as any longer
+    one, and nothing is stored; a seed as long as the log is a fork with no events of its own."""
+    records = _exported(tmp_path)
+    events = len(records) - 1
+    records[0] |= {"parent_session": "s0", "seed_length": events + 1}
+    exported = _write(tmp_path / "s1.jsonl", records)
+    store = tmp_path / "store"
+    assert main(["sessions", "import", str(exported), "--store", f"jsonl:{store}"]) == 1
+    assert capsys.readouterr().err == (
+        f"retinue sessions import: {exported}, line 1: the header's seed_length {events + 1} "
+        f"is more than the {events} events that follow it\n"
+    )
+    assert _stored(store) == []
+    records[0] |= {"seed_length": events}
+    _write(exported, records)
+    assert main(["sessions", "import", str(exported), "--store", f"jsonl:{store}"]) == 0
+    assert _stored(store) == ["s1"]
