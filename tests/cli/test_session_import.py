@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
 from retinue.cli import main
 from retinue.cli._sessions import to_jsonl
-from retinue.session import Session
+from retinue.session import Session, SessionHeader, load_header
 from retinue.stores import JSONLStore
 from tests.stores._kit import open_tool_turn, run_turn
 
@@ -137,3 +138,22 @@ def test_a_seed_one_event_longer_than_the_log_is_refused(
     _write(exported, records)
     assert main(["sessions", "import", str(exported), "--store", f"jsonl:{store}"]) == 0
     assert _stored(store) == ["s1"]
+
+
+def test_import_under_another_id_keeps_the_rest_of_the_header(tmp_path: Path) -> None:
+    """R11.13, R4.25: a log imported under another id (``--id``) is stored under that id alone:
+    its creation time, cwd, and the fork it is (its parent and seed) stay as exported."""
+    records = _exported(tmp_path)
+    records[0] |= {"parent_session": "s0", "seed_length": 3, "cwd": "/work/project"}
+    exported = _write(tmp_path / "s1.jsonl", records)
+    store = tmp_path / "store"
+    assert (
+        main(["sessions", "import", str(exported), "--id", "s2", "--store", f"jsonl:{store}"]) == 0
+    )
+
+    async def header_of(session_id: str) -> SessionHeader:
+        async with JSONLStore(store) as opened:
+            return (await opened.load(session_id)).header
+
+    header = trio.run(header_of, "s2")
+    assert header == attrs.evolve(load_header(records[0]), id="s2")
