@@ -147,6 +147,24 @@ async def test_chat_cache_hits_counted_at_the_top_of_usage_are_cache_reads(form:
     assert _usage(got.chunks) == Usage(40, 5, cache_read_tokens=60)
 
 
+@pytest.mark.parametrize("form", ["chat-stream", "chat-json"])
+async def test_chat_counts_that_are_no_whole_number_are_not_truncated(form: str) -> None:
+    """R10.5: a count that is no whole number (``2.5``) is no count: none of the input is
+    read from the cache and the reasoning tokens are unknown, rather than either being a
+    guess truncated from it and taken out of the input."""
+    usage = {
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "prompt_tokens_details": {"cached_tokens": 2.5},
+        "completion_tokens_details": {"reasoning_tokens": 1.5},
+    }
+    body, headers = (
+        (_chat_stream(usage), SSE) if form == "chat-stream" else (_chat_json(usage), JSON)
+    )
+    got = await serve_once("chat", body, headers)
+    assert _usage(got.chunks) == Usage(10, 5, cache_read_tokens=0)
+
+
 async def test_openai_usage_without_cache_writes_reports_none() -> None:
     """A server that does not report cache writes leaves the count unknown, not 0."""
     usage = {"prompt_tokens": 10, "completion_tokens": 5, "prompt_tokens_details": {}}
