@@ -7,7 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 import trio
+import trio.testing
 
+import retinue
 from retinue._request import ModelRequest
 from retinue._stream import (
     ABORTED,
@@ -63,4 +65,51 @@ async def test_a_failed_step_s_usage_counts_in_the_turn_s_usage(
         assert len(of_type(events, "assistant/message")) == 1
         assert result.usage == Usage(7, 4)
         assert summarize_turn(events, 1) == (result.text, result.usage)
+        check_session_invariants(events)
+
+
+class _FailsThen:
+    """Streams usage (1, 5) and ``finish{error}``, then, at one virtual second a chunk, a
+    chunk past the finish (*raises*: a raise instead)."""
+
+    def __init__(self, *, raises: bool) -> None:
+        self.raises = raises
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        for chunk in (UsageChunk(Usage(1, 5)), Finish(Errored("overloaded", "OVERLOADED"))):
+            await trio.sleep(1)
+            yield chunk
+        await trio.sleep(1)
+        if self.raises:
+            raise ConnectionError("reset after the error event")
+        yield UsageChunk(Usage(9, 9))
+
+
+@pytest.mark.parametrize("how", ["cancelled", "raised"])
+async def test_a_failed_finish_s_usage_counts_whatever_ends_the_stream_after_it(
+    autojump_clock: trio.testing.MockClock, how: str
+) -> None:
+    """R7.36, R10.5: a cancel landing after the ``finish{error}`` chunk, or the stream raising
+    past it, still counts the usage the log holds for the step, as the log's summary of the
+    turn reads it (a crashed turn's answer), where the live result counted none."""
+    async with runtime(_FailsThen(raises=how == "raised")) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        with trio.fail_after(10):
+            if how == "cancelled":
+                async with trio.open_nursery() as nursery:
+                    asked: list[retinue.TurnResult] = []
+
+                    async def ask() -> None:
+                        asked.append(await agent.ask("go"))
+
+                    nursery.start_soon(ask)
+                    await trio.sleep(2.5)
+                    agent.cancel("stop")
+                (result,) = asked
+            else:
+                result = await agent.ask("go")
+        events = agent.session.events
+        assert result.reason.kind == ("aborted" if how == "cancelled" else "error")
+        assert result.usage == Usage(1, 5)
+        assert summarize_turn(events, 1)[1] == result.usage
         check_session_invariants(events)

@@ -168,7 +168,7 @@ async def _stream(
             reader = _reader(chunks)
             async for chunk in reader:
                 if signal.cancel_called:
-                    return None
+                    break  # the usage of a failed finish read so far still counts
                 # Fed first: the assembler refuses a malformed chunk before it is
                 # logged, as a logged one would make the stored session unloadable.
                 try:
@@ -182,6 +182,7 @@ async def _stream(
         finally:
             await _closed(reader)  # the stream itself, if it made no iterator
     except BaseException as exc:
+        _note_failed_usage(state, assembler)
         # Judged as a listener's or a tool body's: only Ctrl-C and a real cancel go
         # on. Its own Cancelled would end the agent as if disposed, and a SystemExit
         # or a BaseException of its own the runtime with every agent in it.
@@ -189,14 +190,20 @@ async def _stream(
             raise failure_of(exc, "the model stream", ModelError) from exc
         raise
     if isinstance(assembler.finish, _FAILED):
-        # No message carries this step's usage (R7.36): the turn's usage counts it.
-        state.note_usage(assembler.usage)
+        _note_failed_usage(state, assembler)
         if signal.cancel_called:
             return None
         raise _failed(assembler.finish)
     if signal.cancel_called:
         return None
     return assembler, seqs
+
+
+def _note_failed_usage(state: TurnState, assembler: BlockAssembler) -> None:
+    """Count the usage of a stream that ended ``finish{error|aborted}``: no message carries
+    it (R7.36), and a crashed turn's answer, read back from the log, counts it too."""
+    if isinstance(assembler.finish, _FAILED):
+        state.note_usage(assembler.usage)
 
 
 def _opened(core: AgentCore, request: ModelRequest) -> AsyncIterator[StreamChunk]:
