@@ -3,12 +3,14 @@ answers every call and flushes, and the Ctrl-C still reaches the caller (R9.25, 
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import Any, NoReturn
 
+import pytest
 import trio
 import trio.testing
 
 import retinue
+from retinue.loop import _core, _state, _turn
 from retinue.session import Event, Session
 from retinue.stores import MemoryStore
 from retinue.testing import (
@@ -19,7 +21,9 @@ from retinue.testing import (
     check_no_dangling_tool_calls,
     check_session_invariants,
 )
+from retinue.tools import ToolRegistry
 from tests.helpers import DEADLINE, OPTIONS, last_end_reason, nap
+from tests.scenarios._supervisor_kit import DriverBugError
 
 
 def _interrupt(*_args: object) -> NoReturn:
@@ -121,6 +125,108 @@ async def test_an_observer_raising_ctrl_c_on_every_tool_call_leaves_each_logged_
     assert isinstance(raised, KeyboardInterrupt), f"got {raised!r}"
     events = sessions[0].events
     assert [event.type for event in events].count("tool/result") == 2
+    assert [event.type for event in events[-2:]] == ["step/end", "turn/end"]
+    check_session_invariants(events)
+    check_no_dangling_tool_calls(events)
+
+
+async def test_ctrl_c_held_by_the_close_reaches_the_caller_when_the_driver_then_crashes(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.10, DESIGN 4: the close holds a ``tools/result`` listener's Ctrl-C, then a bug
+    crashes the driver in the turn's flush; the crash is recovered and the Ctrl-C still
+    reaches the caller, where the restart let it go."""
+    real_flush = _turn.flush
+    crashes: list[int] = []
+
+    async def crashing_flush(core: _core.AgentCore, turn: int, step: int) -> None:
+        if not crashes:
+            crashes.append(turn)
+            raise DriverBugError("flush bug")
+        await real_flush(core, turn, step)
+
+    calls = [ToolCallSpec("nap", '{"seconds": 2}'), ToolCallSpec("nap", '{"seconds": 1}')]
+    model = ScriptedModel([CallTools(calls), Reply("ok")], repeat_last=True)
+    sessions: list[Session] = []
+    raised: BaseException | None = None
+    try:
+        with trio.fail_after(DEADLINE):
+            async with retinue.open_runtime(models=model, tools=[nap]) as rt:
+                agent = await rt.create_agent("a", OPTIONS)
+                sessions.append(agent.session)
+                rt.hooks.on("tools/result", _interrupt, agent=agent)
+                agent.send("go")
+                await trio.sleep(1.5)
+                monkeypatch.setattr(_turn, "flush", crashing_flush)
+                agent.cancel("enough")
+                await agent.wait_idle()
+                await trio.sleep(DEADLINE / 2)
+    except BaseException as exc:  # a group would end the test run: judged below
+        raised = exc
+    assert crashes == [1]
+    assert isinstance(raised, KeyboardInterrupt), f"got {raised!r}"
+    check_session_invariants(sessions[0].events)
+    check_no_dangling_tool_calls(sessions[0].events)
+
+
+@pytest.mark.parametrize("broken", ["finish_at_once", "_dangling_text"])
+async def test_a_bug_answering_a_call_at_the_close_leaves_every_call_answered(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, broken: str
+) -> None:
+    """R9.25, DESIGN 4: retinue's own code failing as the close answers a call (telling the
+    result a cancel left unshown, or wording a synthetic one) leaves no call unanswered: the
+    result is given as not shown, or the crash's close answers it; the next turn completes."""
+    owner = ToolRegistry if broken == "finish_at_once" else _state.TurnState
+    real = getattr(owner, broken)
+    armed = [False]
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        if armed[0]:
+            raise DriverBugError(f"bug in {broken}")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, broken, failing)
+    calls = [ToolCallSpec("nap", '{"seconds": 2}'), ToolCallSpec("nap", '{"seconds": 1}')]
+    model = ScriptedModel([CallTools(calls), Reply("ok")], repeat_last=True)
+    with trio.fail_after(DEADLINE):
+        async with retinue.open_runtime(models=model, tools=[nap]) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            agent.send("go")
+            await trio.sleep(1.5)
+            armed[0] = True
+            agent.cancel("enough")
+            await agent.wait_idle()
+            armed[0] = False
+            check_no_dangling_tool_calls(agent.session.events)
+            check_session_invariants(agent.session.events)
+            assert (await agent.ask("next")).reason.kind == "completed"
+
+
+async def test_ctrl_c_from_a_step_end_observer_under_a_cancel_from_outside_closes_the_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.22, R12.10: a deadline around the runtime cancels a turn mid-tool and an observer
+    raises Ctrl-C on the ``step/end`` the close logs; the turn is still closed in the log
+    (nothing else closes it once the driver unwinds) and the Ctrl-C reaches the caller."""
+
+    def interrupt_on_step_end(event: Event) -> None:
+        if event.type == "step/end":
+            raise KeyboardInterrupt
+
+    model = ScriptedModel([CallTools([ToolCallSpec("nap", '{"seconds": 5}')]), Reply("ok")])
+    sessions: list[Session] = []
+    raised: BaseException | None = None
+    try:
+        with trio.move_on_after(2):
+            async with retinue.open_runtime(models=model, tools=[nap]) as rt:
+                agent = await rt.create_agent("a", OPTIONS)
+                sessions.append(agent.session)
+                agent.session.observe(interrupt_on_step_end)
+                await agent.ask("go")
+    except BaseException as exc:  # a group would end the test run: judged below
+        raised = exc
+    assert isinstance(raised, KeyboardInterrupt), f"got {raised!r}"
+    events = sessions[0].events
     assert [event.type for event in events[-2:]] == ["step/end", "turn/end"]
     check_session_invariants(events)
     check_no_dangling_tool_calls(events)

@@ -91,7 +91,9 @@ def _leave_batch(
     """
     logged = core.session.last_turn >= state.turn
     # Taken off the state, whose frames its traceback holds: kept, the two are a cycle.
-    interruption, state.interruption = state.interruption, None
+    # A Ctrl-C the turn's close held back is raised again after the crash, as Ctrl-C is.
+    interruption = state.interruption or state.ctrl_c
+    state.interruption = state.ctrl_c = None
     if isinstance(error, Exception):
         if logged:
             crashed = CrashedBatch(

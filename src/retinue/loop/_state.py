@@ -197,8 +197,10 @@ class TurnState:
             try:
                 self._answer_dangling(call, code, ended)
             except BaseException as exc:
-                # Ctrl-C (all else is contained): the other calls are answered all the
-                # same, or every later request would carry them unanswered.
+                if isinstance(exc, Exception):
+                    raise  # a bug: the crash's close answers every call
+                # Ctrl-C (an observer's failure is contained): the other calls are
+                # answered all the same, or every later request would carry them unanswered.
                 self.ctrl_c = self.ctrl_c or exc
 
     def _answer_dangling(self, call: ToolCall, code: str, ended: str) -> None:
@@ -304,13 +306,14 @@ class TurnState:
                 return False
             self.log_result(call.id, final)
         except Exception:
-            log.exception("tool/result observer failed for agent %s (contained)", self.core.id)
+            log.exception("logging a tool result failed for agent %s (contained)", self.core.id)
         except BaseException as exc:
             # Ctrl-C from a tools/result listener or an observer: held back until the turn
-            # is closed. Unless its result was logged, the call is answered as not shown.
+            # is closed.
             self.ctrl_c = self.ctrl_c or exc
-            return call.id in self.calls.answered
-        return True
+        # Unless its result was logged (an observer failing after the append, R4.8), the
+        # call is answered as one whose result is not shown.
+        return call.id in self.calls.answered
 
     def _log_missing_call(self, call: ToolCall) -> bool:
         """Append the ``tool/call`` record of a call never started; whether it is logged.

@@ -5,12 +5,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import NoReturn
 
 import trio
 
 from retinue._content import Message, snapshot_messages
-from retinue._errors import FAILURE_OF_TAKES, HookError, StoreError, call_each, failure_of
+from retinue._errors import (
+    FAILURE_OF_TAKES,
+    HookError,
+    StoreError,
+    call_each,
+    failure_of,
+    is_interrupt,
+)
 from retinue._stream import FinishReason
 from retinue.hooks import Allow, Block, Continue, Stop
 from retinue.mailbox import MailboxItem
@@ -77,30 +83,26 @@ async def run_turn(core: AgentCore, state: TurnState, items: list[MailboxItem]) 
             # (R12.9). Ctrl-C too: the runtime's exit is as shielded on its way out,
             # and flush_timeout bounds the wait. A failed flush is reported (R7.49),
             # never raised in place of what interrupted the turn.
-            await _flush_and_settle(core, state, items, interrupted=True)
-            if state.ctrl_c is not None and not _holds_ctrl_c(exc):
-                _raise_ctrl_c(state)
+            try:
+                await _flush_and_settle(core, state, items, interrupted=True)
+            finally:
+                _pass_on_held(state, exc)
         raise
     state.close_turn()
-    await _flush_and_settle(core, state, items)
-    if state.ctrl_c is not None:
-        _raise_ctrl_c(state)
+    try:
+        await _flush_and_settle(core, state, items)
+    finally:
+        _pass_on_held(state, None)
     return state.terminal
 
 
-def _raise_ctrl_c(state: TurnState) -> NoReturn:
-    """Pass on the Ctrl-C the turn's close held back to end its log balanced."""
+def _pass_on_held(state: TurnState, unwinding: BaseException | None) -> None:
+    """Raise the Ctrl-C the turn's close held back to end its log balanced, unless the
+    turn is *unwinding* one already; it wins over a cancel or a failure of the flush."""
     # Taken off the state, whose frames its traceback holds: kept, the two are a cycle.
     ctrl_c, state.ctrl_c = state.ctrl_c, None
-    assert ctrl_c is not None
-    raise ctrl_c
-
-
-def _holds_ctrl_c(exc: BaseException) -> bool:
-    """Whether *exc* is Ctrl-C, or a group holding one."""
-    if isinstance(exc, BaseExceptionGroup):
-        return exc.subgroup(KeyboardInterrupt) is not None
-    return isinstance(exc, KeyboardInterrupt)
+    if ctrl_c is not None and (unwinding is None or not is_interrupt(unwinding)):
+        raise ctrl_c
 
 
 async def _flush_and_settle(
@@ -163,7 +165,14 @@ def _close_interrupted(state: TurnState, interruption: BaseException) -> None:
         state.answer_dangling_calls("ABORTED", "cancelled")
     else:
         state.answer_dangling_calls("INTERNAL", _INTERRUPTED_BY_FAILURE)
-    state.close_step()
+    try:
+        state.close_step()
+    except BaseException as exc:
+        if isinstance(exc, Exception):
+            raise
+        # Ctrl-C from a step/end observer: held, so the turn is closed all the same
+        # (nothing else closes it once a cancel from outside unwinds the driver).
+        state.ctrl_c = state.ctrl_c or exc
     state.close_turn()
 
 
