@@ -19,7 +19,7 @@ import trio
 import trio.testing
 
 import retinue
-from retinue.loop import _core, _driver, _state
+from retinue.loop import _core, _driver, _state, _turn
 from retinue.testing import Reply, ScriptedModel, check_session_invariants
 from tests.helpers import DEADLINE, OPTIONS, record_statuses, runtime, turn_ends, user_texts
 from tests.scenarios._supervisor_kit import DriverBugError, record
@@ -233,3 +233,45 @@ async def test_a_cancel_in_a_restart_pause_on_a_sqlite_store_keeps_the_stored_lo
             stored = await store.load(agent.id)
     assert stored.dump() == agent.session.dump()
     assert user_texts(stored.events) == ["one"]
+
+
+async def test_a_cancel_in_a_pause_entered_idle_releases_a_wait_for_a_prompt_sent_in_it(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R2.28, R7.5: a crash in a turn's flush, after its end, pauses with the agent ``idle``;
+    a prompt sent in the pause holds ``wait_idle``, and a cancel answers it ``aborted`` and
+    releases that wait at once (the cancel is spent in the pause: the restarted driver has
+    nothing to release)."""
+    real_flush = _turn.flush
+    armed = [0]
+
+    async def crashing_flush(core: _core.AgentCore, turn: int, step: int) -> None:
+        if armed[0]:
+            armed[0] -= 1
+            raise DriverBugError("flush bug")
+        await real_flush(core, turn, step)
+
+    monkeypatch.setattr(_turn, "flush", crashing_flush)
+    async with runtime(ScriptedModel([Reply("ok")], repeat_last=True), restart=POLICY) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        armed[0] = 2
+        with _pause_logged() as paused:
+            await agent.ask("one")
+            await agent.ask("two")
+            await paused.wait()
+        assert agent.status == "idle"
+        asked: list[retinue.TurnResult] = []
+        async with trio.open_nursery() as nursery:
+
+            async def ask() -> None:
+                asked.append(await agent.ask("three"))
+
+            nursery.start_soon(ask)
+            await trio.sleep(1)
+            nursery.start_soon(agent.wait_idle)
+            await trio.sleep(1)
+            cancelled_at = trio.current_time()
+            agent.cancel("enough")
+        assert trio.current_time() == cancelled_at, "wait_idle waited past the cancel"
+        assert [r.reason.kind for r in asked] == ["aborted"]
+        assert user_texts(agent.session.events) == ["one", "two"]

@@ -70,7 +70,8 @@ class MailboxStatistics:
 @final
 @attrs.define(eq=False)
 class Mailbox:
-    """Two FIFOs; only one task (the agent's driver) ever waits on it."""
+    """Two FIFOs; one task at a time waits on it: the agent's driver, or while none runs
+    (a restart's pause) the task standing in for it."""
 
     _queued: deque[_Arrival] = attrs.field(factory=deque, init=False)
     _steering: deque[_Arrival] = attrs.field(factory=deque, init=False)
@@ -147,7 +148,7 @@ class Mailbox:
         self._steering.clear()
 
     def wake(self) -> None:
-        """Wake the waiting driver without queuing anything (used by dispose)."""
+        """Wake the waiting task without queuing anything (used by dispose)."""
         # Cleared once woken: a second wake before it runs must not reschedule it twice,
         # and a wake that failed (off the trio thread) leaves it to a later one.
         task = self._waiter
