@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
+from collections.abc import Callable
 from operator import itemgetter
 from typing import Generic, TypeAlias, TypeVar, final
 
@@ -171,17 +172,7 @@ class Mailbox:
         if self._queued or stop.is_set():
             await trio.lowlevel.checkpoint()
             return
-        # Parked here, not through a helper shared with wait_for_change: the driver
-        # parks once per turn, and a helper would add a coroutine to every park.
-        task = self._waiter = trio.lowlevel.current_task()
-
-        def abort(_: object) -> trio.lowlevel.Abort:
-            # A cancelled wait withdraws itself, not a newer waiter that replaced it.
-            if self._waiter is task:
-                self._waiter = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        await trio.lowlevel.wait_task_rescheduled(abort)
+        await trio.lowlevel.wait_task_rescheduled(self._park())
 
     async def wait_for_change(self, stop: trio.Event) -> None:
         """Wait until something is enqueued, the queued FIFO is drained, or the wait is woken.
@@ -194,6 +185,11 @@ class Mailbox:
         if stop.is_set():
             await trio.lowlevel.checkpoint()
             return
+        await trio.lowlevel.wait_task_rescheduled(self._park())
+
+    def _park(self) -> Callable[[object], trio.lowlevel.Abort]:
+        """Make the current task the waiter; the abort function its wait is parked with."""
+        # Synchronous, so sharing it adds no coroutine to a park (the driver's, per turn).
         task = self._waiter = trio.lowlevel.current_task()
 
         def abort(_: object) -> trio.lowlevel.Abort:
@@ -202,7 +198,7 @@ class Mailbox:
                 self._waiter = None
             return trio.lowlevel.Abort.SUCCEEDED
 
-        await trio.lowlevel.wait_task_rescheduled(abort)
+        return abort
 
     def statistics(self) -> MailboxStatistics:
         """Return a snapshot of queue lengths."""
