@@ -163,26 +163,24 @@ class Runtime:
     ) -> Agent:
         """Create, publish and start an agent; returns its handle.
 
-        Its id is *session_id*, else ``<name>-session-<uuid4>`` (R13.3). *name*
-        is a non-empty label, as a configured agent's is. *cwd* (an absolute
-        path) is the session's working directory, recorded in its header: a
-        shorthand for ``options.cwd``, which the agent's ``options`` then
-        report. Raises ``TypeError`` for *options* that are no
-        :class:`AgentOptions` or a *setup* that is not callable, :class:`ConfigError` for an invalid *cwd* or one
-        that differs from ``options.cwd``, ``SessionError(INVALID_SESSION_ID)``
-        for an empty name or an id no store can hold, and
+        Its id is *session_id*, else ``<name>-session-<uuid4>`` (R13.3). *name* is a non-empty
+        label, as a configured agent's is. *cwd* (an absolute path) is the session's working
+        directory, recorded in its header: a shorthand for ``options.cwd``, which the agent's
+        ``options`` then report. Raises ``TypeError`` for *options* that are no
+        :class:`AgentOptions` or a *setup* that is not callable, :class:`ConfigError` for an
+        invalid *cwd* or one that differs from ``options.cwd``,
+        ``SessionError(INVALID_SESSION_ID)`` for an empty name or an id no store can hold, and
         ``SessionError(SESSION_ALREADY_EXISTS)`` for a live or stored id
-        (``StoreError(SESSION_TRACKED)``, after its setup ran, for an id new to
-        the store but live in another runtime sharing it), and
-        ``AgentError(WAITS_FOR_ITSELF)`` from the own tool, listener or teardown
-        of an agent of that id being torn down, which its teardown waits for
-        (``WAIT_CYCLE`` from an agent that teardown waits for through others).
+        (``StoreError(SESSION_TRACKED)``, after its setup ran, for an id new to the store but
+        live in another runtime sharing it), and ``AgentError(WAITS_FOR_ITSELF)`` from the own
+        tool, listener or teardown of an agent of that id being torn down, which its teardown
+        waits for (``WAIT_CYCLE`` from an agent that teardown waits for through others).
         Cancellation before publication leaves nothing behind; ``RuntimeError`` once the
-        runtime is shutting down (its close aborts a creation in flight).
-        An id live, not yet stored, through another store of the same storage (one SQLite
-        file) is not seen: both succeed, and the agent whose first checkpoint comes second
-        fails it and every later one on ``agent/error`` (``StoreError(SESSION_ALREADY_EXISTS)``):
-        none of its turns is stored, and its teardown lets the session go with a warning.
+        runtime is shutting down (its close aborts a creation in flight). An id live, not yet
+        stored, through another store of the same storage (one SQLite file) is not seen: both
+        succeed, and the agent whose first checkpoint comes second fails it and every later
+        one on ``agent/error`` (``StoreError(SESSION_ALREADY_EXISTS)``): none of its turns is
+        stored, and its teardown lets the session go with a warning.
         """
         self._check_run()
         options = with_cwd(options_of(options), cwd)
