@@ -23,7 +23,7 @@ from retinue.testing import (
 )
 from retinue.tools import ToolRegistry
 from tests.helpers import DEADLINE, OPTIONS, last_end_reason, nap
-from tests.scenarios._supervisor_kit import DriverBugError
+from tests.scenarios._supervisor_kit import DriverBugError, record
 
 
 def _interrupt(*_args: object) -> NoReturn:
@@ -134,8 +134,8 @@ async def test_ctrl_c_held_by_the_close_reaches_the_caller_when_the_driver_then_
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """R12.10, DESIGN 4: the close holds a ``tools/result`` listener's Ctrl-C, then a bug
-    crashes the driver in the turn's flush; the crash is recovered and the Ctrl-C still
-    reaches the caller, where the restart let it go."""
+    crashes the driver in the turn's flush; the crash is reported and recovered, and the
+    Ctrl-C still reaches the caller, where the restart let it go."""
     real_flush = _turn.flush
     crashes: list[int] = []
 
@@ -148,12 +148,14 @@ async def test_ctrl_c_held_by_the_close_reaches_the_caller_when_the_driver_then_
     calls = [ToolCallSpec("nap", '{"seconds": 2}'), ToolCallSpec("nap", '{"seconds": 1}')]
     model = ScriptedModel([CallTools(calls), Reply("ok")], repeat_last=True)
     sessions: list[Session] = []
+    heard: list[list[tuple[Any, ...]]] = []
     raised: BaseException | None = None
     try:
         with trio.fail_after(DEADLINE):
             async with retinue.open_runtime(models=model, tools=[nap]) as rt:
                 agent = await rt.create_agent("a", OPTIONS)
                 sessions.append(agent.session)
+                heard.append(record(rt, agent, "agent/error"))
                 rt.hooks.on("tools/result", _interrupt, agent=agent)
                 agent.send("go")
                 await trio.sleep(1.5)
@@ -164,6 +166,8 @@ async def test_ctrl_c_held_by_the_close_reaches_the_caller_when_the_driver_then_
     except BaseException as exc:  # a group would end the test run: judged below
         raised = exc
     assert crashes == [1]
+    reported = [arg for args in heard[0] for arg in args if isinstance(arg, BaseException)]
+    assert [type(error) for error in reported] == [DriverBugError], "no crash reported"
     assert isinstance(raised, KeyboardInterrupt), f"got {raised!r}"
     check_session_invariants(sessions[0].events)
     check_no_dangling_tool_calls(sessions[0].events)
@@ -230,3 +234,47 @@ async def test_ctrl_c_from_a_step_end_observer_under_a_cancel_from_outside_close
     assert [event.type for event in events[-2:]] == ["step/end", "turn/end"]
     check_session_invariants(events)
     check_no_dangling_tool_calls(events)
+
+
+async def test_ctrl_c_held_by_a_close_a_deadline_began_reaches_the_caller_past_a_bug(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.10, DESIGN 4: a deadline around the runtime cancels a step of three calls; as the
+    close answers them a ``tools/result`` listener raises Ctrl-C, then retinue's own code
+    fails answering the third. The crash's close answers every call and the Ctrl-C, not the
+    cancel a crash's recovery lets go, reaches the caller."""
+    real = _state.TurnState._dangling_text
+    armed, answered = [False], [0]
+
+    def failing_on_the_second(*args: Any, **kwargs: Any) -> Any:
+        answered[0] += armed[0]
+        if answered[0] == 2:
+            raise DriverBugError("bug answering a call")
+        return real(*args, **kwargs)
+
+    def interrupt_when_armed(*_args: object) -> None:
+        if armed[0]:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_state.TurnState, "_dangling_text", failing_on_the_second)
+    seconds = ("3", "1", "3")
+    calls = [ToolCallSpec("nap", f'{{"seconds": {each}}}') for each in seconds]
+    model = ScriptedModel([CallTools(calls), Reply("ok")])
+    sessions: list[Session] = []
+    raised: BaseException | None = None
+    try:
+        with trio.move_on_after(1.5):
+            async with retinue.open_runtime(models=model, tools=[nap]) as rt:
+                agent = await rt.create_agent("a", OPTIONS)
+                sessions.append(agent.session)
+                rt.hooks.on("tools/result", interrupt_when_armed, agent=agent)
+                agent.send("go")
+                await trio.sleep(1.4)
+                armed[0] = True
+                await trio.sleep(DEADLINE)
+    except BaseException as exc:  # a group would end the test run: judged below
+        raised = exc
+    assert answered[0] >= 2, "the bug was never reached"
+    assert isinstance(raised, KeyboardInterrupt), f"got {raised!r}"
+    check_session_invariants(sessions[0].events)
+    check_no_dangling_tool_calls(sessions[0].events)

@@ -6,7 +6,7 @@ import logging
 
 import trio
 
-from retinue._errors import describe_failure
+from retinue._errors import describe_failure, only_cancels
 from retinue.mailbox import MailboxItem
 from retinue.session import TurnEndReason
 
@@ -91,8 +91,11 @@ def _leave_batch(
     """
     logged = core.session.last_turn >= state.turn
     # Taken off the state, whose frames its traceback holds: kept, the two are a cycle.
-    # A Ctrl-C the turn's close held back is raised again after the crash, as Ctrl-C is.
-    interruption = state.interruption or state.ctrl_c
+    # A Ctrl-C the turn's close held back is raised again after the crash; it wins over
+    # a cancel from outside, which a crash's recovery lets go.
+    interruption = state.interruption
+    if state.ctrl_c is not None and (interruption is None or only_cancels(interruption)):
+        interruption = state.ctrl_c
     state.interruption = state.ctrl_c = None
     if isinstance(error, Exception):
         if logged:

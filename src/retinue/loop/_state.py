@@ -102,6 +102,13 @@ class TurnState:
         if usage is not None:
             self.usage = add_usage(self.usage, usage)
 
+    def hold_interrupt(self, exc: BaseException) -> None:
+        """Hold *exc*, Ctrl-C raised while the turn is closed, until the close is done; an
+        Exception (a bug) is raised at once, for the crash path to close the turn."""
+        if isinstance(exc, Exception):
+            raise exc
+        self.ctrl_c = self.ctrl_c or exc
+
     def note_usage(self, usage: Usage | None) -> None:
         """Fold the usage of a step that logged no message into the turn's usage."""
         if usage is not None:
@@ -197,11 +204,10 @@ class TurnState:
             try:
                 self._answer_dangling(call, code, ended)
             except BaseException as exc:
-                if isinstance(exc, Exception):
-                    raise  # a bug: the crash's close answers every call
                 # Ctrl-C (an observer's failure is contained): the other calls are
-                # answered all the same, or every later request would carry them unanswered.
-                self.ctrl_c = self.ctrl_c or exc
+                # answered all the same, or every later request would carry them
+                # unanswered. A bug goes on: the crash's close answers every call.
+                self.hold_interrupt(exc)
 
     def _answer_dangling(self, call: ToolCall, code: str, ended: str) -> None:
         started = call.id in self.calls.started
@@ -308,9 +314,8 @@ class TurnState:
         except Exception:
             log.exception("logging a tool result failed for agent %s (contained)", self.core.id)
         except BaseException as exc:
-            # Ctrl-C from a tools/result listener or an observer: held back until the turn
-            # is closed.
-            self.ctrl_c = self.ctrl_c or exc
+            # Ctrl-C from a tools/result listener or an observer.
+            self.hold_interrupt(exc)
         # Unless its result was logged (an observer failing after the append, R4.8), the
         # call is answered as one whose result is not shown.
         return call.id in self.calls.answered
@@ -325,8 +330,8 @@ class TurnState:
         except Exception:
             log.exception("tool/call observer failed for agent %s (contained)", self.core.id)
         except BaseException as exc:
-            # Ctrl-C: held back until the turn is closed, so a logged call gets its result.
-            self.ctrl_c = self.ctrl_c or exc
+            # Ctrl-C: held, so a logged call gets its result.
+            self.hold_interrupt(exc)
         return call.id in self.calls.call_seqs
 
 

@@ -83,22 +83,42 @@ async def run_turn(core: AgentCore, state: TurnState, items: list[MailboxItem]) 
             # (R12.9). Ctrl-C too: the runtime's exit is as shielded on its way out,
             # and flush_timeout bounds the wait. A failed flush is reported (R7.49),
             # never raised in place of what interrupted the turn.
-            try:
-                await _flush_and_settle(core, state, items, interrupted=True)
-            finally:
-                _pass_on_held(state, exc)
+            await _flush_passing_on_held(core, state, items, exc)
         raise
     state.close_turn()
     try:
         await _flush_and_settle(core, state, items)
-    finally:
+    except Exception:
+        raise  # a bug: the crash path raises a held Ctrl-C once it reported the crash
+    except BaseException:
+        _pass_on_held(state, None)
+        raise
+    if state.ctrl_c is not None:
         _pass_on_held(state, None)
     return state.terminal
 
 
+async def _flush_passing_on_held(
+    core: AgentCore, state: TurnState, items: list[MailboxItem], unwinding: BaseException
+) -> None:
+    """Flush the turn *unwinding* interrupted and settle its batch, then raise the Ctrl-C
+    its close held back, unless *unwinding* holds one: it wins over a cancel of the flush.
+
+    A bug ending the flush goes on to the crash path, which raises the held Ctrl-C
+    once it has reported the crash.
+    """
+    try:
+        await _flush_and_settle(core, state, items, interrupted=True)
+    except Exception:
+        raise
+    except BaseException:
+        _pass_on_held(state, unwinding)
+        raise
+    _pass_on_held(state, unwinding)
+
+
 def _pass_on_held(state: TurnState, unwinding: BaseException | None) -> None:
-    """Raise the Ctrl-C the turn's close held back to end its log balanced, unless the
-    turn is *unwinding* one already; it wins over a cancel or a failure of the flush."""
+    """Raise the Ctrl-C the turn's close held back, unless *unwinding* holds one."""
     # Taken off the state, whose frames its traceback holds: kept, the two are a cycle.
     ctrl_c, state.ctrl_c = state.ctrl_c, None
     if ctrl_c is not None and (unwinding is None or not is_interrupt(unwinding)):
@@ -168,11 +188,9 @@ def _close_interrupted(state: TurnState, interruption: BaseException) -> None:
     try:
         state.close_step()
     except BaseException as exc:
-        if isinstance(exc, Exception):
-            raise
         # Ctrl-C from a step/end observer: held, so the turn is closed all the same
         # (nothing else closes it once a cancel from outside unwinds the driver).
-        state.ctrl_c = state.ctrl_c or exc
+        state.hold_interrupt(exc)
     state.close_turn()
 
 
