@@ -8,7 +8,8 @@
 #   export RETINUE_TEST_POSTGRES_DSN=postgresql://postgres@127.0.0.1:PORT/retinue_test
 #   export RETINUE_TEST_POSTGRES_DIR=/tmp/...
 #
-# so a caller can `eval "$(bash scripts/postgres.sh)"`. Stop the server with
+# so a caller can `pg=$(bash scripts/postgres.sh) && eval "$pg"` (a bare `eval "$(...)"`
+# succeeds when the script fails). Stop the server with
 # `bash scripts/postgres.sh stop "$RETINUE_TEST_POSTGRES_DIR"`.
 # Everything except those lines goes to stderr. A run that fails (or is interrupted)
 # once the cluster's directory exists stops the server it started, removes the

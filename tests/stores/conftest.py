@@ -49,7 +49,7 @@ def postgres_dsn() -> str:
     dsn = os.environ.get(POSTGRES_ENV)
     if dsn:
         return dsn
-    reason = f'{POSTGRES_ENV} is not set; start a server with: eval "$(bash scripts/postgres.sh)"'
+    reason = f'{POSTGRES_ENV} is not set; start a server with: pg=$(bash scripts/postgres.sh) && eval "$pg"'
     if os.environ.get("CI") == "true":
         pytest.fail(reason)
     pytest.skip(reason)
