@@ -3,6 +3,7 @@ answers every call and flushes, and the Ctrl-C still reaches the caller (R9.25, 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 import pytest
@@ -25,27 +26,62 @@ from retinue.tools import ToolRegistry
 from tests.helpers import DEADLINE, OPTIONS, last_end_reason, nap
 from tests.scenarios._supervisor_kit import DriverBugError, record
 
+Drive = Callable[[retinue.Runtime, retinue.Agent], Awaitable[None]]
+
 
 def _interrupt(*_args: object) -> NoReturn:
     raise KeyboardInterrupt
 
 
-async def _ask_with_results_interrupted(store: MemoryStore) -> tuple[Session, BaseException | None]:
-    """Ask an agent calling two tools at once, each ``tools/result`` raising Ctrl-C; returns
-    its session and what the runtime raised."""
-    calls = [ToolCallSpec("nap", '{"seconds": 1}'), ToolCallSpec("nap", '{"seconds": 2}')]
-    model = ScriptedModel([CallTools(calls), Reply("never")])
+def _two_calls(first: int, second: int, *, repeat: bool = False) -> ScriptedModel:
+    """A model asking for two ``nap`` calls at once (*first* and *second* seconds), then
+    answering."""
+    calls = [ToolCallSpec("nap", f'{{"seconds": {first}}}')]
+    calls.append(ToolCallSpec("nap", f'{{"seconds": {second}}}'))
+    return ScriptedModel([CallTools(calls), Reply("ok")], repeat_last=repeat)
+
+
+async def _run(
+    model: ScriptedModel,
+    drive: Drive,
+    *,
+    store: MemoryStore | None = None,
+    cut_at: float | None = None,
+) -> tuple[Session, BaseException | None]:
+    """Run *drive* with a fresh agent of a runtime of *model* (``nap`` its tool), under the
+    test's deadline or, given *cut_at*, a deadline around the runtime cutting it then;
+    returns the agent's session and what the runtime raised (judged by the caller: a group
+    would end the test run)."""
     sessions: list[Session] = []
     try:
-        with trio.fail_after(DEADLINE):
+        with trio.fail_after(DEADLINE), trio.move_on_after(cut_at or DEADLINE * 2):
             async with retinue.open_runtime(models=model, tools=[nap], store=store) as rt:
                 agent = await rt.create_agent("a", OPTIONS)
                 sessions.append(agent.session)
-                rt.hooks.on("tools/result", _interrupt, agent=agent)
-                await agent.ask("go")
-    except BaseException as exc:  # a group would end the test run: judged by the caller
+                await drive(rt, agent)
+    except BaseException as exc:
         return sessions[0], exc
     return sessions[0], None
+
+
+def _check_closed(session: Session, raised: BaseException | None) -> list[Event]:
+    """Check Ctrl-C reached the caller and the log is balanced; the log's events."""
+    assert isinstance(raised, KeyboardInterrupt), f"got {raised!r}"
+    events = session.events
+    check_session_invariants(events)
+    check_no_dangling_tool_calls(events)
+    return list(events)
+
+
+async def _ask_with_results_interrupted(store: MemoryStore) -> tuple[Session, BaseException | None]:
+    """Ask an agent calling two tools at once, each ``tools/result`` raising Ctrl-C; returns
+    its session and what the runtime raised."""
+
+    async def drive(rt: retinue.Runtime, agent: retinue.Agent) -> None:
+        rt.hooks.on("tools/result", _interrupt, agent=agent)
+        await agent.ask("go")
+
+    return await _run(_two_calls(1, 2), drive, store=store)
 
 
 async def test_a_tools_result_listener_raising_ctrl_c_on_every_call_leaves_the_turn_closed(
@@ -74,28 +110,17 @@ async def test_ctrl_c_from_the_result_a_cancel_left_unshown_is_raised_once_the_t
     has finished; telling the ``tools/result`` listener of that result at the close raises
     Ctrl-C. The turn still ends aborted, both calls answered, and then Ctrl-C reaches the
     caller."""
-    calls = [ToolCallSpec("nap", '{"seconds": 2}'), ToolCallSpec("nap", '{"seconds": 1}')]
-    model = ScriptedModel([CallTools(calls), Reply("never")])
-    sessions: list[Session] = []
-    raised: BaseException | None = None
-    try:
-        with trio.fail_after(DEADLINE):
-            async with retinue.open_runtime(models=model, tools=[nap]) as rt:
-                agent = await rt.create_agent("a", OPTIONS)
-                sessions.append(agent.session)
-                rt.hooks.on("tools/result", _interrupt, agent=agent)
-                agent.send("go")
-                await trio.sleep(1.5)
-                agent.cancel("enough")
-                await agent.wait_idle()
-    except BaseException as exc:  # a group would end the test run: judged below
-        raised = exc
-    assert isinstance(raised, KeyboardInterrupt), f"got {raised!r}"
-    events = sessions[0].events
+
+    async def drive(rt: retinue.Runtime, agent: retinue.Agent) -> None:
+        rt.hooks.on("tools/result", _interrupt, agent=agent)
+        agent.send("go")
+        await trio.sleep(1.5)
+        agent.cancel("enough")
+        await agent.wait_idle()
+
+    events = _check_closed(*await _run(_two_calls(2, 1), drive))
     assert [event.type for event in events[-2:]] == ["step/end", "turn/end"]
     assert last_end_reason(events).kind == "aborted"
-    check_session_invariants(events)
-    check_no_dangling_tool_calls(events)
 
 
 async def test_an_observer_raising_ctrl_c_on_every_tool_call_leaves_each_logged_call_answered(
@@ -109,25 +134,13 @@ async def test_an_observer_raising_ctrl_c_on_every_tool_call_leaves_each_logged_
         if event.type == "tool/call":
             raise KeyboardInterrupt
 
-    calls = [ToolCallSpec("nap", '{"seconds": 1}'), ToolCallSpec("nap", '{"seconds": 2}')]
-    model = ScriptedModel([CallTools(calls), Reply("never")])
-    sessions: list[Session] = []
-    raised: BaseException | None = None
-    try:
-        with trio.fail_after(DEADLINE):
-            async with retinue.open_runtime(models=model, tools=[nap]) as rt:
-                agent = await rt.create_agent("a", OPTIONS)
-                sessions.append(agent.session)
-                agent.session.observe(interrupt_on_calls)
-                await agent.ask("go")
-    except BaseException as exc:  # a group would end the test run: judged below
-        raised = exc
-    assert isinstance(raised, KeyboardInterrupt), f"got {raised!r}"
-    events = sessions[0].events
+    async def drive(_rt: retinue.Runtime, agent: retinue.Agent) -> None:
+        agent.session.observe(interrupt_on_calls)
+        await agent.ask("go")
+
+    events = _check_closed(*await _run(_two_calls(1, 2), drive))
     assert [event.type for event in events].count("tool/result") == 2
     assert [event.type for event in events[-2:]] == ["step/end", "turn/end"]
-    check_session_invariants(events)
-    check_no_dangling_tool_calls(events)
 
 
 async def test_ctrl_c_held_by_the_close_reaches_the_caller_when_the_driver_then_crashes(
@@ -145,32 +158,22 @@ async def test_ctrl_c_held_by_the_close_reaches_the_caller_when_the_driver_then_
             raise DriverBugError("flush bug")
         await real_flush(core, turn, step)
 
-    calls = [ToolCallSpec("nap", '{"seconds": 2}'), ToolCallSpec("nap", '{"seconds": 1}')]
-    model = ScriptedModel([CallTools(calls), Reply("ok")], repeat_last=True)
-    sessions: list[Session] = []
     heard: list[list[tuple[Any, ...]]] = []
-    raised: BaseException | None = None
-    try:
-        with trio.fail_after(DEADLINE):
-            async with retinue.open_runtime(models=model, tools=[nap]) as rt:
-                agent = await rt.create_agent("a", OPTIONS)
-                sessions.append(agent.session)
-                heard.append(record(rt, agent, "agent/error"))
-                rt.hooks.on("tools/result", _interrupt, agent=agent)
-                agent.send("go")
-                await trio.sleep(1.5)
-                monkeypatch.setattr(_turn, "flush", crashing_flush)
-                agent.cancel("enough")
-                await agent.wait_idle()
-                await trio.sleep(DEADLINE / 2)
-    except BaseException as exc:  # a group would end the test run: judged below
-        raised = exc
+
+    async def drive(rt: retinue.Runtime, agent: retinue.Agent) -> None:
+        heard.append(record(rt, agent, "agent/error"))
+        rt.hooks.on("tools/result", _interrupt, agent=agent)
+        agent.send("go")
+        await trio.sleep(1.5)
+        monkeypatch.setattr(_turn, "flush", crashing_flush)
+        agent.cancel("enough")
+        await agent.wait_idle()
+        await trio.sleep(DEADLINE / 2)
+
+    _check_closed(*await _run(_two_calls(2, 1, repeat=True), drive))
     assert crashes == [1]
     reported = [arg for args in heard[0] for arg in args if isinstance(arg, BaseException)]
     assert [type(error) for error in reported] == [DriverBugError], "no crash reported"
-    assert isinstance(raised, KeyboardInterrupt), f"got {raised!r}"
-    check_session_invariants(sessions[0].events)
-    check_no_dangling_tool_calls(sessions[0].events)
 
 
 @pytest.mark.parametrize("broken", ["finish_at_once", "_dangling_text"])
@@ -190,20 +193,20 @@ async def test_a_bug_answering_a_call_at_the_close_leaves_every_call_answered(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(owner, broken, failing)
-    calls = [ToolCallSpec("nap", '{"seconds": 2}'), ToolCallSpec("nap", '{"seconds": 1}')]
-    model = ScriptedModel([CallTools(calls), Reply("ok")], repeat_last=True)
-    with trio.fail_after(DEADLINE):
-        async with retinue.open_runtime(models=model, tools=[nap]) as rt:
-            agent = await rt.create_agent("a", OPTIONS)
-            agent.send("go")
-            await trio.sleep(1.5)
-            armed[0] = True
-            agent.cancel("enough")
-            await agent.wait_idle()
-            armed[0] = False
-            check_no_dangling_tool_calls(agent.session.events)
-            check_session_invariants(agent.session.events)
-            assert (await agent.ask("next")).reason.kind == "completed"
+
+    async def drive(_rt: retinue.Runtime, agent: retinue.Agent) -> None:
+        agent.send("go")
+        await trio.sleep(1.5)
+        armed[0] = True
+        agent.cancel("enough")
+        await agent.wait_idle()
+        armed[0] = False
+        check_no_dangling_tool_calls(agent.session.events)
+        check_session_invariants(agent.session.events)
+        assert (await agent.ask("next")).reason.kind == "completed"
+
+    _session, raised = await _run(_two_calls(2, 1, repeat=True), drive)
+    assert raised is None, f"got {raised!r}"
 
 
 async def test_ctrl_c_from_a_step_end_observer_under_a_cancel_from_outside_closes_the_turn(
@@ -217,23 +220,12 @@ async def test_ctrl_c_from_a_step_end_observer_under_a_cancel_from_outside_close
         if event.type == "step/end":
             raise KeyboardInterrupt
 
-    model = ScriptedModel([CallTools([ToolCallSpec("nap", '{"seconds": 5}')]), Reply("ok")])
-    sessions: list[Session] = []
-    raised: BaseException | None = None
-    try:
-        with trio.move_on_after(2):
-            async with retinue.open_runtime(models=model, tools=[nap]) as rt:
-                agent = await rt.create_agent("a", OPTIONS)
-                sessions.append(agent.session)
-                agent.session.observe(interrupt_on_step_end)
-                await agent.ask("go")
-    except BaseException as exc:  # a group would end the test run: judged below
-        raised = exc
-    assert isinstance(raised, KeyboardInterrupt), f"got {raised!r}"
-    events = sessions[0].events
+    async def drive(_rt: retinue.Runtime, agent: retinue.Agent) -> None:
+        agent.session.observe(interrupt_on_step_end)
+        await agent.ask("go")
+
+    events = _check_closed(*await _run(_two_calls(5, 5), drive, cut_at=2))
     assert [event.type for event in events[-2:]] == ["step/end", "turn/end"]
-    check_session_invariants(events)
-    check_no_dangling_tool_calls(events)
 
 
 async def test_ctrl_c_held_by_a_close_a_deadline_began_reaches_the_caller_past_a_bug(
@@ -257,24 +249,15 @@ async def test_ctrl_c_held_by_a_close_a_deadline_began_reaches_the_caller_past_a
             raise KeyboardInterrupt
 
     monkeypatch.setattr(_state.TurnState, "_dangling_text", failing_on_the_second)
-    seconds = ("3", "1", "3")
-    calls = [ToolCallSpec("nap", f'{{"seconds": {each}}}') for each in seconds]
+    calls = [ToolCallSpec("nap", f'{{"seconds": {each}}}') for each in (3, 1, 3)]
+
+    async def drive(rt: retinue.Runtime, agent: retinue.Agent) -> None:
+        rt.hooks.on("tools/result", interrupt_when_armed, agent=agent)
+        agent.send("go")
+        await trio.sleep(1.4)
+        armed[0] = True
+        await trio.sleep(DEADLINE)
+
     model = ScriptedModel([CallTools(calls), Reply("ok")])
-    sessions: list[Session] = []
-    raised: BaseException | None = None
-    try:
-        with trio.move_on_after(1.5):
-            async with retinue.open_runtime(models=model, tools=[nap]) as rt:
-                agent = await rt.create_agent("a", OPTIONS)
-                sessions.append(agent.session)
-                rt.hooks.on("tools/result", interrupt_when_armed, agent=agent)
-                agent.send("go")
-                await trio.sleep(1.4)
-                armed[0] = True
-                await trio.sleep(DEADLINE)
-    except BaseException as exc:  # a group would end the test run: judged below
-        raised = exc
+    _check_closed(*await _run(model, drive, cut_at=1.5))
     assert answered[0] >= 2, "the bug was never reached"
-    assert isinstance(raised, KeyboardInterrupt), f"got {raised!r}"
-    check_session_invariants(sessions[0].events)
-    check_no_dangling_tool_calls(sessions[0].events)
