@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, final
 
@@ -97,6 +97,10 @@ class LoopServices:
     tool_order: tuple[str, ...] | None = None
     max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS
     flush_timeout: float = 30.0
+    end_runtime: Callable[[], None] = attrs.field(default=lambda: None, kw_only=True)
+    """Called as Ctrl-C lands in an agent's turn: ends every agent of the runtime at once
+    (the runtime sets it to its nursery's cancel), so none goes on working while that
+    agent closes its turn, and each turn in flight ends disposed."""
 
     def __attrs_post_init__(self) -> None:
         check_parallel_cap(self.max_parallel_tool_calls)

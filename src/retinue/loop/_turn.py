@@ -75,6 +75,10 @@ async def run_turn(core: AgentCore, state: TurnState, items: list[MailboxItem]) 
         # an observer's, a listener's or a tool body's own is its failure) goes
         # on too, as trio has it, but is logged as what ended the turn, not as
         # a disposal.
+        if is_interrupt(exc):
+            # Ctrl-C ends the runtime: every other agent stops at its next checkpoint
+            # (its turn ending disposed), not once this one has closed and flushed.
+            core.services.end_runtime()
         if _turn_logged(state) and not isinstance(exc, Exception):
             state.interruption = exc  # raised again after a crash in the close
             _close_interrupted(state, exc)

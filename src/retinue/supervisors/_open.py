@@ -261,6 +261,7 @@ async def _supervising(
     body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
+            services.end_runtime = nursery.cancel_scope.cancel
             runtime = Runtime(services, nursery, restart, admission=admission)
             runtime_slot["runtime"] = runtime
             try:

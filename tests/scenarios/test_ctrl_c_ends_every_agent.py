@@ -1,0 +1,117 @@
+"""Ctrl-C landing in one agent's turn ends the runtime at once: no other agent goes on
+working while that agent closes its turn, and each turn in flight ends disposed (R12.10).
+
+Agent A's tool asks agent B, the README's way for agents to ask each other; Ctrl-C lands in
+B's turn. Before, A heard B's answer (``disposed``) while B's task closed and flushed, asked
+its model again and ran a tool with a side effect, its turn stored ``completed``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue.session import Event, Session
+from retinue.stores import MemoryStore
+from retinue.testing import (
+    CallTools,
+    RaiseMidStream,
+    Reply,
+    ScriptedModel,
+    Step,
+    ToolCallSpec,
+    check_no_dangling_tool_calls,
+    check_session_invariants,
+)
+from tests.helpers import DEADLINE, last_end_reason
+
+REAL_DEADLINE = 30.0
+"""Real seconds the sync-tool case may take: it waits for nothing but a worker thread."""
+
+charged: list[float] = []
+
+
+@retinue.tool
+async def explode() -> str:
+    """Raise Ctrl-C in an async tool body."""
+    raise KeyboardInterrupt
+
+
+@retinue.tool
+def explode_in_a_thread() -> str:
+    """Raise Ctrl-C in a sync tool body, in its worker thread."""
+    raise KeyboardInterrupt
+
+
+@retinue.tool
+async def charge_card() -> str:
+    """A side effect no agent may run once Ctrl-C came."""
+    charged.append(trio.current_time())
+    return "charged"
+
+
+B_STEPS: dict[str, list[Step]] = {
+    "model": [RaiseMidStream(KeyboardInterrupt())],
+    "tool": [CallTools([ToolCallSpec("explode", "{}")]), Reply("B done")],
+    "sync tool": [CallTools([ToolCallSpec("explode_in_a_thread", "{}")]), Reply("B done")],
+}
+
+
+async def _check_ctrl_c_in_b_stops_a(where: str, deadline: float) -> None:
+    """Run A asking B from its tool, Ctrl-C landing in B *where*; check A stopped at once."""
+    charged.clear()
+    steps_of_a: list[Step] = [
+        CallTools([ToolCallSpec("delegate", "{}")]),
+        CallTools([ToolCallSpec("charge_card", "{}")]),
+        Reply("A done"),
+    ]
+    model = ScriptedModel({"a": steps_of_a, "b": B_STEPS[where]})
+    sessions: list[Session] = []
+    raised: BaseException | None = None
+    async with MemoryStore() as store:
+        try:
+            with trio.fail_after(deadline):
+                tools = [explode, explode_in_a_thread, charge_card]
+                async with retinue.open_runtime(models=model, tools=tools, store=store) as rt:
+                    b = await rt.create_agent("b", retinue.AgentOptions(model="b"))
+
+                    @retinue.tool
+                    async def delegate() -> str:
+                        """Ask B."""
+                        return (await b.ask("go")).reason.kind
+
+                    rt.tools.add(delegate)
+                    a = await rt.create_agent("a", retinue.AgentOptions(model="a"))
+                    sessions.append(a.session)
+                    await a.ask("start")
+        except BaseException as exc:  # a group would end the test run: judged below
+            raised = exc
+        assert isinstance(raised, KeyboardInterrupt), f"got {raised!r}"
+        assert charged == []
+        assert model.statistics().calls == 2, "A asked its model again"
+        events: tuple[Event, ...] = tuple(sessions[0].events)
+        assert last_end_reason(events).kind == "disposed"
+        check_session_invariants(events)
+        check_no_dangling_tool_calls(events)
+        stored = await store.load(sessions[0].id)
+        assert stored is not None
+        assert last_end_reason(stored.events).kind == "disposed"
+
+
+@pytest.mark.parametrize("where", ["model", "tool"])
+async def test_ctrl_c_in_one_agent_s_turn_stops_every_other_agent_at_once(
+    autojump_clock: trio.testing.MockClock, where: str
+) -> None:
+    """R12.10: Ctrl-C in B's model stream or async tool reaches the caller; A, waiting on B
+    from its tool, asks its model nothing more and runs no tool, and its turn ends
+    ``disposed``, live and stored, its log balanced."""
+    await _check_ctrl_c_in_b_stops_a(where, DEADLINE)
+
+
+async def test_ctrl_c_in_one_agent_s_sync_tool_stops_every_other_agent_at_once() -> None:
+    """R12.10: the same for Ctrl-C raised in B's sync tool, in its worker thread (on real
+    time: a virtual clock would jump past the deadline while the thread runs; nothing here
+    waits)."""
+    await _check_ctrl_c_in_b_stops_a("sync tool", REAL_DEADLINE)
