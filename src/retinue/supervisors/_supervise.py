@@ -64,7 +64,7 @@ def _check_count(_instance: object, attribute: attrs.Attribute[int], value: obje
 @final
 @attrs.frozen
 class RestartPolicy:
-    """How a runtime restarts an agent whose driver crashed (a bug, DESIGN 4).
+    """How a runtime restarts an agent whose driver crashed (a bug in retinue, not a failing turn).
 
     The first crash is restarted at once. A crash while earlier ones are still
     within ``window`` waits before its restart: ``backoff`` seconds, doubled
