@@ -38,7 +38,7 @@ def _two_calls(first: int, second: int, *, repeat: bool = False) -> ScriptedMode
     answering."""
     calls = [ToolCallSpec("nap", f'{{"seconds": {first}}}')]
     calls.append(ToolCallSpec("nap", f'{{"seconds": {second}}}'))
-    return ScriptedModel([CallTools(calls), Reply("ok")], repeat_last=repeat)
+    return ScriptedModel([CallTools(calls), Reply("ok" if repeat else "never")], repeat_last=repeat)
 
 
 async def _run(
@@ -54,7 +54,8 @@ async def _run(
     would end the test run)."""
     sessions: list[Session] = []
     try:
-        with trio.fail_after(DEADLINE), trio.move_on_after(cut_at or DEADLINE * 2):
+        cut = DEADLINE * 2 if cut_at is None else cut_at
+        with trio.fail_after(DEADLINE), trio.move_on_after(cut):
             async with retinue.open_runtime(models=model, tools=[nap], store=store) as rt:
                 agent = await rt.create_agent("a", OPTIONS)
                 sessions.append(agent.session)
@@ -71,6 +72,35 @@ def _check_closed(session: Session, raised: BaseException | None) -> list[Event]
     check_session_invariants(events)
     check_no_dangling_tool_calls(events)
     return list(events)
+
+
+async def _ask_from_outside(
+    model: ScriptedModel, prepare: Drive, *, cut_at: float | None = None
+) -> tuple[Session, BaseException | None, list[str]]:
+    """Ask a fresh agent "go" from a task outside the runtime, once *prepare* is called (in
+    the runtime, a deadline at *cut_at* around it), then let *prepare* run on; returns the
+    session, what the runtime raised and the answers' end reasons. The asker outlives the
+    runtime's own cancel: unanswered, it waits until the test's deadline."""
+    answers: list[str] = []
+    sessions: list[Session] = []
+    raised: BaseException | None = None
+
+    async def ask(agent: retinue.Agent) -> None:
+        answers.append((await agent.ask("go")).reason.kind)
+
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as outside:
+            try:
+                with trio.move_on_after(DEADLINE * 2 if cut_at is None else cut_at):
+                    async with retinue.open_runtime(models=model, tools=[nap]) as rt:
+                        agent = await rt.create_agent("a", OPTIONS)
+                        sessions.append(agent.session)
+                        outside.start_soon(ask, agent)
+                        await prepare(rt, agent)
+                        await trio.sleep(DEADLINE)
+            except BaseException as exc:  # a group would end the test run: judged by the caller
+                raised = exc
+    return sessions[0], raised, answers
 
 
 async def _ask_with_results_interrupted(store: MemoryStore) -> tuple[Session, BaseException | None]:
@@ -224,7 +254,8 @@ async def test_ctrl_c_from_a_step_end_observer_under_a_cancel_from_outside_close
         agent.session.observe(interrupt_on_step_end)
         await agent.ask("go")
 
-    events = _check_closed(*await _run(_two_calls(5, 5), drive, cut_at=2))
+    model = ScriptedModel([CallTools([ToolCallSpec("nap", '{"seconds": 5}')]), Reply("never")])
+    events = _check_closed(*await _run(model, drive, cut_at=2))
     assert [event.type for event in events[-2:]] == ["step/end", "turn/end"]
 
 
@@ -261,3 +292,83 @@ async def test_ctrl_c_held_by_a_close_a_deadline_began_reaches_the_caller_past_a
     model = ScriptedModel([CallTools(calls), Reply("ok")])
     _check_closed(*await _run(model, drive, cut_at=1.5))
     assert answered[0] >= 2, "the bug was never reached"
+
+
+async def test_ctrl_c_from_a_turn_end_observer_lets_the_asker_hear_how_the_turn_ended(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.44, R12.10: an observer raises Ctrl-C on the ``turn/end`` the turn logs; the turn is
+    flushed and its asker answered with the logged end (``completed``), not ``disposed``,
+    and then the Ctrl-C reaches the caller."""
+
+    def interrupt_on_turn_end(event: Event) -> None:
+        if event.type == "turn/end":
+            raise KeyboardInterrupt
+
+    async def prepare(_rt: retinue.Runtime, agent: retinue.Agent) -> None:
+        agent.session.observe(interrupt_on_turn_end)
+
+    session, raised, answers = await _ask_from_outside(ScriptedModel([Reply("ok")]), prepare)
+    events = _check_closed(session, raised)
+    assert last_end_reason(events).kind == "completed"
+    assert answers == ["completed"]
+
+
+async def test_a_bug_in_the_shielded_flush_of_a_close_a_deadline_began_is_reported(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R7.49, R12.10, DESIGN 4: a deadline around the runtime cancels a turn whose close holds
+    a ``tools/result`` listener's Ctrl-C, and the close's shielded flush fails with a bug: the
+    bug is reported on ``agent/error`` and the Ctrl-C still reaches the caller."""
+    real_flush = _turn.flush_shielded
+    failed: list[int] = []
+
+    async def failing_flush(core: _core.AgentCore, turn: int, step: int) -> None:
+        if not failed:
+            failed.append(turn)
+            raise DriverBugError("shielded flush bug")
+        await real_flush(core, turn, step)
+
+    monkeypatch.setattr(_turn, "flush_shielded", failing_flush)
+    heard: list[list[tuple[Any, ...]]] = []
+
+    async def drive(rt: retinue.Runtime, agent: retinue.Agent) -> None:
+        heard.append(record(rt, agent, "agent/error"))
+        rt.hooks.on("tools/result", _interrupt, agent=agent)
+        await agent.ask("go")
+
+    _check_closed(*await _run(_two_calls(2, 1), drive, cut_at=1.5))
+    assert failed == [1]
+    reported = [arg for args in heard[0] for arg in args if isinstance(arg, BaseException)]
+    assert [type(error) for error in reported] == [DriverBugError], "no bug reported"
+
+
+async def test_a_crash_whose_flush_a_listener_interrupts_still_answers_its_asker(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R7.49, R12.10, DESIGN 4: a deadline around the runtime cancels a turn, a bug crashes
+    the driver in its close, and a ``session/flush`` listener raises Ctrl-C during the
+    crash's flush: the asker is still answered, and the Ctrl-C reaches the caller."""
+    real = _state.TurnState._dangling_text
+    armed = [False]
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        if armed[0]:
+            raise DriverBugError("bug wording a synthetic result")
+        return real(*args, **kwargs)
+
+    def interrupt_when_armed(*_args: object) -> None:
+        if armed[0]:
+            raise KeyboardInterrupt
+
+    async def prepare(rt: retinue.Runtime, agent: retinue.Agent) -> None:
+        rt.hooks.on("session/flush", interrupt_when_armed, agent=agent)
+        await trio.sleep(1.4)
+        armed[0] = True
+
+    monkeypatch.setattr(_state.TurnState, "_dangling_text", failing)
+    model = ScriptedModel([CallTools([ToolCallSpec("nap", '{"seconds": 3}')]), Reply("never")])
+    session, raised, answers = await _ask_from_outside(model, prepare, cut_at=1.5)
+    assert isinstance(raised, KeyboardInterrupt), f"got {raised!r}"
+    assert len(answers) == 1
+    check_session_invariants(session.events)

@@ -12,7 +12,13 @@ import attrs
 import trio
 
 from retinue._content import Message, MessageSource, as_prompt, resolve_source
-from retinue._errors import AgentDisposedError, AgentError, AgentNotReadyError, ConfigError
+from retinue._errors import (
+    AgentDisposedError,
+    AgentError,
+    AgentNotReadyError,
+    ConfigError,
+    is_interrupt,
+)
 from retinue._handle import AgentHandle, AgentStatus, Content, TurnResult
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions
@@ -61,8 +67,8 @@ def in_run_of(token: trio.lowlevel.TrioToken) -> bool:
 
 
 DEFAULT_MAX_PARALLEL_TOOL_CALLS = 10
-# Set by each driver in its own task: its tools and listeners inherit it, while
-# every task outside a driver reads the default, so that lookup is the whole cost.
+# Set by each driver in its own task, its tools and listeners inheriting it: elsewhere
+# a lookup of the default is the whole cost.
 _driving: ContextVar[AgentCore | None] = ContextVar("retinue_driving", default=None)
 # The agent whose shielded flush the current task runs (its store's write and
 # session/flush listeners): no disposal cancels a wait made there, so the agent's end
@@ -98,12 +104,15 @@ class LoopServices:
     max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS
     flush_timeout: float = 30.0
     end_runtime: Callable[[], None] = attrs.field(default=lambda: None, kw_only=True)
-    """Called as Ctrl-C lands in an agent's turn: ends every agent of the runtime at once
-    (the runtime sets it to its nursery's cancel), so none goes on working while that
-    agent closes its turn, and each turn in flight ends disposed."""
+    """Ends every agent of the runtime at once (its nursery's cancel, set by the runtime)."""
 
     def __attrs_post_init__(self) -> None:
         check_parallel_cap(self.max_parallel_tool_calls)
+
+    def end_on_interrupt(self, exc: BaseException) -> None:
+        """End the runtime if *exc* is Ctrl-C, before any prompt is answered (R12.10)."""
+        if is_interrupt(exc):
+            self.end_runtime()
 
 
 def check_parallel_cap(value: object) -> int:

@@ -6,7 +6,7 @@ import logging
 
 import trio
 
-from retinue._errors import describe_failure, only_cancels
+from retinue._errors import describe_failure, is_interrupt
 from retinue.mailbox import MailboxItem
 from retinue.session import TurnEndReason
 
@@ -32,6 +32,7 @@ async def run_loop(core: AgentCore) -> None:
     try:
         await _serve(core)
     except BaseException as exc:
+        core.services.end_on_interrupt(exc)  # an agent/status listener's Ctrl-C, say
         if not isinstance(exc, Exception):
             # Cancelled with the runtime: no driver will serve these prompts again.
             # (A crash keeps them: the supervisor's next driver serves them.)
@@ -71,6 +72,7 @@ async def _serve(core: AgentCore) -> None:  # noqa: ASYNC910 - returns only once
         try:
             terminal = await _guarded_turn(core, state, items)
         except BaseException as exc:
+            core.services.end_on_interrupt(exc)
             _leave_batch(core, state, items, exc)
             raise
         core.spend_cancel()
@@ -94,7 +96,7 @@ def _leave_batch(
     # A Ctrl-C the turn's close held back is raised again after the crash; it wins over
     # a cancel from outside, which a crash's recovery lets go.
     interruption = state.interruption
-    if state.ctrl_c is not None and (interruption is None or only_cancels(interruption)):
+    if state.ctrl_c is not None and (interruption is None or not is_interrupt(interruption)):
         interruption = state.ctrl_c
     state.interruption = state.ctrl_c = None
     if isinstance(error, Exception):

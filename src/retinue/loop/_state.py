@@ -104,9 +104,11 @@ class TurnState:
 
     def hold_interrupt(self, exc: BaseException) -> None:
         """Hold *exc*, Ctrl-C raised while the turn is closed, until the close is done; an
-        Exception (a bug) is raised at once, for the crash path to close the turn."""
+        Exception (a bug) is raised at once, to end the turn as a failure does (or as a
+        crash, from a close a cancel from outside began)."""
         if isinstance(exc, Exception):
             raise exc
+        self.core.services.end_on_interrupt(exc)
         self.ctrl_c = self.ctrl_c or exc
 
     def note_usage(self, usage: Usage | None) -> None:
@@ -186,6 +188,10 @@ class TurnState:
             session.append(TurnEnd(self.turn, self.reason))
         except Exception:
             log.exception("turn/end observer failed for agent %s (contained)", self.core.id)
+        except BaseException as exc:
+            # Ctrl-C from an observer of the logged turn/end: held, so the turn is flushed
+            # and its askers hear how it ended before it goes on.
+            self.hold_interrupt(exc)
 
     def answer_dangling_calls(self, code: str, ended: str) -> None:
         """Give every logged tool call of the step without a result a synthetic one.

@@ -75,10 +75,9 @@ async def run_turn(core: AgentCore, state: TurnState, items: list[MailboxItem]) 
         # an observer's, a listener's or a tool body's own is its failure) goes
         # on too, as trio has it, but is logged as what ended the turn, not as
         # a disposal.
-        if is_interrupt(exc):
-            # Ctrl-C ends the runtime: every other agent stops at its next checkpoint
-            # (its turn ending disposed), not once this one has closed and flushed.
-            core.services.end_runtime()
+        # Ctrl-C ends the runtime: every other agent stops at its next checkpoint (its
+        # turn ending disposed), not once this one has closed and flushed.
+        core.services.end_on_interrupt(exc)
         if _turn_logged(state) and not isinstance(exc, Exception):
             state.interruption = exc  # raised again after a crash in the close
             _close_interrupted(state, exc)
@@ -87,42 +86,32 @@ async def run_turn(core: AgentCore, state: TurnState, items: list[MailboxItem]) 
             # (R12.9). Ctrl-C too: the runtime's exit is as shielded on its way out,
             # and flush_timeout bounds the wait. A failed flush is reported (R7.49),
             # never raised in place of what interrupted the turn.
-            await _flush_passing_on_held(core, state, items, exc)
+            try:
+                await _flush_and_settle(core, state, items, interrupted=True)
+            except BaseException as ending:
+                _pass_on_held(state, exc, ending)
+                raise
+            _pass_on_held(state, exc)
         raise
     state.close_turn()
     try:
         await _flush_and_settle(core, state, items)
-    except Exception:
-        raise  # a bug: the crash path raises a held Ctrl-C once it reported the crash
-    except BaseException:
-        _pass_on_held(state, None)
+    except BaseException as ending:
+        _pass_on_held(state, None, ending)
         raise
     if state.ctrl_c is not None:
         _pass_on_held(state, None)
     return state.terminal
 
 
-async def _flush_passing_on_held(
-    core: AgentCore, state: TurnState, items: list[MailboxItem], unwinding: BaseException
+def _pass_on_held(
+    state: TurnState, unwinding: BaseException | None, ending: BaseException | None = None
 ) -> None:
-    """Flush the turn *unwinding* interrupted and settle its batch, then raise the Ctrl-C
-    its close held back, unless *unwinding* holds one: it wins over a cancel of the flush.
-
-    A bug ending the flush goes on to the crash path, which raises the held Ctrl-C
-    once it has reported the crash.
-    """
-    try:
-        await _flush_and_settle(core, state, items, interrupted=True)
-    except Exception:
-        raise
-    except BaseException:
-        _pass_on_held(state, unwinding)
-        raise
-    _pass_on_held(state, unwinding)
-
-
-def _pass_on_held(state: TurnState, unwinding: BaseException | None) -> None:
-    """Raise the Ctrl-C the turn's close held back, unless *unwinding* holds one."""
+    """Raise the Ctrl-C the turn's close held back, unless *unwinding* (what ended the
+    turn) holds one: it wins over a cancel. A bug *ending* the flush goes on instead, to
+    the crash path, which raises the held Ctrl-C once it has reported the crash."""
+    if isinstance(ending, Exception):
+        return
     # Taken off the state, whose frames its traceback holds: kept, the two are a cycle.
     ctrl_c, state.ctrl_c = state.ctrl_c, None
     if ctrl_c is not None and (unwinding is None or not is_interrupt(unwinding)):
@@ -145,6 +134,7 @@ async def _flush_and_settle(
             # as it is: the prompts get that answer, not the driver's "disposed". (A bug
             # is the supervisor's: it answers them once it has flushed the turn.)
             state.interruption = exc
+            core.services.end_on_interrupt(exc)  # a session/flush listener's Ctrl-C
             _settle(state, items)
         raise
     _settle(state, items)

@@ -333,8 +333,11 @@ async def _recover_driver(
         # Closed now, the turn is flushed by the flusher, on the way out too (R12.9);
         # whatever ends the recovery (an observer's Ctrl-C), its askers are answered
         # once it is, as a turn's own close answers them after its flush.
-        await _crash_flushed(core)
-        answer_crashed(core.session, batch, error)
+        try:
+            await _crash_flushed(core)
+        finally:
+            # A session/flush listener's Ctrl-C out of the flush: the askers still hear.
+            answer_crashed(core.session, batch, error)
     _raise_interruption(unwinding)
     if core.disposed:
         # Given up, or disposed meanwhile: a fresh driver would only find it disposed
