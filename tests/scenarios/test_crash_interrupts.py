@@ -97,7 +97,8 @@ async def test_ctrl_c_a_flusher_crash_cut_short_still_ends_the_runtime(
     """
 
     async def broken(_core: object, _turn: int, _step: int) -> None:
-        await trio.lowlevel.checkpoint()
+        with trio.CancelScope(shield=True):  # shielded, as the flush it stands for
+            await trio.lowlevel.checkpoint()
         raise DriverBugError("flush_shielded bug")
 
     monkeypatch.setattr(_driver, "flush_shielded", broken)

@@ -134,7 +134,6 @@ async def _flush_and_settle(
             # as it is: the prompts get that answer, not the driver's "disposed". (A bug
             # is the supervisor's: it answers them once it has flushed the turn.)
             state.interruption = exc
-            core.services.end_on_interrupt(exc)  # a session/flush listener's Ctrl-C
             _settle(state, items)
         raise
     _settle(state, items)
@@ -281,6 +280,11 @@ async def _flush_part(  # noqa: ASYNC910 - the store's flush always checkpoints;
         # The flush's deadline is a real cancel: raised again, the caller reports it.
         kind = StoreError if name == _STORE else HookError
         _flush_failed(core, turn, step, failure_of(exc, name, kind))
+    except BaseException as exc:
+        # A listener's Ctrl-C ends the runtime now, not once the store's write (in a
+        # thread the cancel cannot stop) has ended beside it.
+        core.services.end_on_interrupt(exc)
+        raise
     unfinished.remove(name)
 
 
