@@ -78,9 +78,33 @@ B_STEPS: dict[str, list[Step]] = {
 """Where B's own steps raise Ctrl-C; the other cases rig B's seams (``_rig``)."""
 
 
+class _InterruptingStore(DelegatingStore):
+    """A store whose flush of B's session raises Ctrl-C once armed: its own, bare or in the
+    group of a nursery it writes from (two replicas, say)."""
+
+    durable = False  # committed in place, with no flush part around it
+    armed = ""
+
+    async def flush(self, session: Session) -> None:
+        how, type(self).armed = type(self).armed, ""
+        if how == "bare" and session.id == "b":
+            raise KeyboardInterrupt
+        if how == "grouped" and session.id == "b":
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_interrupt_soon)
+        await super().flush(session)
+
+
+async def _interrupt_soon() -> NoReturn:
+    await trio.lowlevel.checkpoint()
+    raise KeyboardInterrupt
+
+
 def _rig(rt: retinue.Runtime, b: retinue.Agent, where: str) -> None:
     """Make Ctrl-C land in one of B's seams around its turn, as *where* names it."""
-    if where == "turn/end observer":
+    if where.startswith("store, "):
+        _InterruptingStore.armed = where.removeprefix("store, ")
+    elif where == "turn/end observer":
         b.session.observe(_interrupt_on_turn_end)
     elif where == "session/flush listener":
         rt.hooks.on("session/flush", _interrupt, agent=b)
@@ -99,12 +123,12 @@ async def _check_ctrl_c_in_b_stops_a(where: str, deadline: float) -> None:
     model = ScriptedModel({"a": steps_of_a, "b": B_STEPS.get(where, [Reply("B done")])})
     sessions: list[Session] = []
     raised: BaseException | None = None
-    async with MemoryStore() as store:
+    async with _InterruptingStore(MemoryStore()) as store:
         try:
             with trio.fail_after(deadline):
                 tools = [explode, explode_in_a_thread, charge_card]
                 async with retinue.open_runtime(models=model, tools=tools, store=store) as rt:
-                    b = await rt.create_agent("b", retinue.AgentOptions(model="b"))
+                    b = await rt.create_agent("b", retinue.AgentOptions(model="b"), session_id="b")
                     _rig(rt, b, where)
 
                     @retinue.tool
@@ -134,7 +158,15 @@ async def _check_ctrl_c_in_b_stops_a(where: str, deadline: float) -> None:
 
 @pytest.mark.parametrize(
     "where",
-    ["model", "tool", "turn/end observer", "session/flush listener", "agent/status listener"],
+    [
+        "model",
+        "tool",
+        "turn/end observer",
+        "session/flush listener",
+        "agent/status listener",
+        "store, bare",
+        "store, grouped",
+    ],
 )
 async def test_ctrl_c_in_one_agent_s_turn_stops_every_other_agent_at_once(
     autojump_clock: trio.testing.MockClock, where: str

@@ -134,6 +134,7 @@ async def _flush_and_settle(
             # as it is: the prompts get that answer, not the driver's "disposed". (A bug
             # is the supervisor's: it answers them once it has flushed the turn.)
             state.interruption = exc
+            core.services.end_on_interrupt(exc)  # the store's own Ctrl-C, bare or grouped
             _settle(state, items)
         raise
     _settle(state, items)
@@ -277,6 +278,7 @@ async def _flush_part(  # noqa: ASYNC910 - the store's flush always checkpoints;
     try:
         await run()
     except FAILURE_OF_TAKES as exc:
+        core.services.end_on_interrupt(exc)  # a Ctrl-C in a group, passed on below
         # The flush's deadline is a real cancel: raised again, the caller reports it.
         kind = StoreError if name == _STORE else HookError
         _flush_failed(core, turn, step, failure_of(exc, name, kind))
