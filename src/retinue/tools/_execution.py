@@ -236,8 +236,7 @@ _SET_PREPARED = slot_setters(
 def error_info(exc: BaseException) -> ToolErrorInfo | None:
     """The coded error of a retinue exception that carries a code, else ``None``."""
     if isinstance(exc, RetinueError) and isinstance(exc.code, str):
-        # A StrEnum member's text, as the stored result loads it back.
-        return ToolErrorInfo(type(exc).__name__, str.__str__(exc.code))
+        return ToolErrorInfo(type(exc).__name__, exc.code)  # a subclass held as its text
     return None
 
 
