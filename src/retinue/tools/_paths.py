@@ -22,9 +22,8 @@ _START_SHOWN = 60
 
 def key_step(key: str) -> str:
     """The step from a path to its *key*: ``.units``, or ``["x.y"]``."""
-    if len(key) <= LONGEST_SHOWN and key.isidentifier():  # most keys: no copy made
-        return "." + key
-    return "." + key if _plain(key) else _quoted(key)
+    step = first_step(key)
+    return step if step.startswith("[") else "." + step
 
 
 def first_step(key: str) -> str:
