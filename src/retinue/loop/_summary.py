@@ -40,29 +40,29 @@ def summarize_turn(events: Sequence[Event], turn: int) -> tuple[str, Usage | Non
     """
     text: str | None = None
     usage: Usage | None = None
-    failed: _FailedSteps = _FailedSteps()
+    ends = _StepEnds()
     # Each event class is final, so an exact type check is an isinstance check.
     for event in reversed(events):
         data = event.data
         if type(data) is AssistantMessage:
             if data.turn == turn:
-                failed.answered.add(data.step)
+                ends.answered.add(data.step)
                 if text is None:
                     text = content_text(data.content) or None
                 if data.usage is not None:
                     usage = add_usage(usage, data.usage)
         elif type(data) is AssistantChunk:
             if data.turn == turn:
-                failed.read(data.step, data.chunk)
+                ends.read(data.step, data.chunk)
         elif type(data) is TurnStart and data.turn == turn:
             break
-    for step_usage in failed.usages():
+    for step_usage in ends.failed_usages():
         usage = add_usage(usage, step_usage)
     return text or "", usage
 
 
 @attrs.define
-class _FailedSteps:
+class _StepEnds:
     """The last finish and usage chunk of each step, read back to front."""
 
     answered: set[int] = attrs.field(factory=set)
@@ -75,7 +75,7 @@ class _FailedSteps:
         elif type(chunk) is UsageChunk:
             self.usage.setdefault(step, chunk.usage)
 
-    def usages(self) -> list[Usage]:
+    def failed_usages(self) -> list[Usage]:
         """The usage of each step with no message whose stream ended failed, first step first."""
         return [
             usage
