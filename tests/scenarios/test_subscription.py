@@ -132,6 +132,31 @@ async def test_a_subscriber_that_falls_behind_gets_what_came_before_the_gap(
             agent.subscribe(buffer=0)
 
 
+async def test_an_overflowed_reader_catches_up_from_the_seq_the_error_names(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The overflow names the first event not delivered: the events from it on, taken from
+    the session, then a new feed, give every event once and in order while the agent runs."""
+    async with runtime(ScriptedModel([Reply("hi")], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        subscription = agent.subscribe(buffer=3)
+        await agent.ask("one")
+        heard: list[Event] = []
+        with pytest.raises(SubscriptionOverflowError) as caught:
+            await _collect(subscription, heard, 0)
+        first = heard[0].seq
+        assert caught.value.next_seq == first + 3 == heard[-1].seq + 1
+        assert f"from seq {first + 3} on" in str(caught.value)
+        heard.extend(agent.session.events[caught.value.next_seq :])
+        async with agent.subscribe() as events:
+            agent.send("two")
+            await agent.wait_idle()
+            await agent.dispose()
+            heard.extend([event async for event in events])
+        assert [event.seq for event in heard] == list(range(first, len(agent.session.events)))
+        assert types(heard).count("turn/end") == 2
+
+
 @pytest.mark.parametrize("buffer", [True, 1.5, "3", None], ids=repr)
 async def test_a_subscription_buffer_that_is_not_an_int_is_refused_naming_it(
     autojump_clock: trio.testing.MockClock, buffer: object

@@ -37,6 +37,7 @@ ERRORS = [
     retinue.StoreError("gone", code="NOT_FOUND"),
     retinue.ModelError("failed", code="BAD"),
     retinue.ToolError("nope", code="DENIED"),
+    retinue.SubscriptionOverflowError("behind", next_seq=7),
     providers.RateLimitError(
         "slow down", code="RATE_LIMITED", status=429, retry_after=2.5, headers={"a": "b"}
     ),

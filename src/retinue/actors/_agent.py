@@ -34,9 +34,19 @@ __all__ = ["Agent", "Subscription", "SubscriptionOverflowError"]
 
 
 class SubscriptionOverflowError(RetinueError):
-    """A subscriber fell more than its buffer behind the live log."""
+    """A subscriber fell more than its buffer behind the live log.
+
+    ``next_seq`` is the seq of the first event the feed did not deliver: the
+    events from there on are still in the session, ``agent.session.events[next_seq:]``,
+    which a reader can take and then subscribe again, with no task switch
+    between the two, to follow on without a gap.
+    """
 
     code = "SUBSCRIPTION_OVERFLOW"
+
+    def __init__(self, message: str, *, next_seq: int = 0) -> None:
+        super().__init__(message)
+        self.next_seq = next_seq
 
 
 @final
@@ -111,7 +121,11 @@ class Subscription:
                 return event
             if end is not None:
                 if self._overflow:
-                    raise SubscriptionOverflowError("subscriber fell behind the live log")
+                    raise SubscriptionOverflowError(
+                        f"subscriber fell more than {self._buffer} events behind the live "
+                        f"log: events from seq {end} on were not delivered",
+                        next_seq=end,
+                    )
                 raise StopAsyncIteration
             if self._run is not None and not in_run_of(self._run):
                 raise RuntimeError(
