@@ -28,6 +28,7 @@ import retinue
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = (
     "README.md",
+    "docs/events.md",
     "docs/hooks.md",
     "docs/providers.md",
     "docs/stores.md",
