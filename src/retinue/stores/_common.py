@@ -26,6 +26,7 @@ __all__ = [
     "cannot_open",
     "check_cancelled",
     "check_version",
+    "claim_new_id",
     "listed_header",
     "listing_of",
     "lock_file",
@@ -245,6 +246,34 @@ def seq_conflict(session_id: str, stored: int, first: int) -> StoreError:
 def already_exists(session_id: str) -> StoreError:
     """The refusal of creating a session whose id is stored."""
     return StoreError(f"session {session_id!r} already exists", code="SESSION_ALREADY_EXISTS")
+
+
+def claim_new_id(
+    session_id: str,
+    take: Callable[[], bool],
+    release: Callable[[], None],
+    stored: Callable[[], bool],
+) -> None:
+    """Claim *session_id*, not stored yet, by *take* (whether it took the lock now).
+
+    Refused ``SESSION_ALREADY_EXISTS`` if another writer holds it (it is stored or
+    being created: a create of it would be a duplicate, whichever commits first) or
+    if it is stored, which is looked up once the lock is held: a writer that stored
+    it and let it go is seen. A lock taken here is given up again on refusal.
+    """
+    try:
+        taken = take()
+    except StoreError as exc:
+        if exc.code != "SESSION_LOCKED":
+            raise
+        raise already_exists(session_id) from exc
+    try:
+        if stored():
+            raise already_exists(session_id)
+    except BaseException:
+        if taken:
+            release()
+        raise
 
 
 def cannot_open(session_id: str, what: str, exc: OSError, store: str) -> StoreError:

@@ -16,7 +16,8 @@ from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch
-from ._common import already_exists, cannot_open, refuse_nul, written_whole
+from ._common import already_exists, cannot_open, claim_new_id, refuse_nul, written_whole
+from ._jsonlclaims import NewClaims
 from ._jsonlfiles import (
     ATTEMPTS,
     SessionFile,
@@ -59,7 +60,8 @@ class JSONLBackend(SessionFileReads):
     A new session's file is written under a temporary name of its own, synced,
     and linked into place, so header and first batch appear atomically (R11.3).
     Meanwhile the temporary is also linked as the id's creation marker under the
-    root, so one id is created once whatever the cwd (R11.11). An
+    root, so one id is created once whatever the cwd (R11.11); a claim of a new
+    id holds that marker from its session's creation to its first write. An
     attached session's file stays open with an exclusive ``flock`` until it is
     released, so a second writer (another process or store) is refused: open
     files are live sessions. A session whose file cannot be opened (say, the
@@ -92,6 +94,7 @@ class JSONLBackend(SessionFileReads):
         self._open: dict[str, SessionFile] = {}
         self._durable_buckets: set[Path] = set()
         self._left: dict[str, LeftFile] = {}
+        self._creating = NewClaims(self._root)
         self._lock = threading.RLock()
         self._closed = False
         """Set by :meth:`close`: a claim or write still on its way is refused, not taken up."""
@@ -129,8 +132,12 @@ class JSONLBackend(SessionFileReads):
                 self._sync(group.touched)
                 self._link_new(group, results)
             except BaseException:
-                self._undo(group)
+                self._undo(group)  # a claimed id keeps its marker, for the retry to create it
                 raise
+            else:
+                for new in group.new:
+                    if new.linked:  # its own file's lock holds the id from now on
+                        self._creating.drop(new.session_id)
             finally:
                 close_all(group.directories.values())
             return results
@@ -236,9 +243,12 @@ class JSONLBackend(SessionFileReads):
             new = NewFile(
                 group.index, batch.session_id, temporary, path, fd, len(batch.events), None
             )
+            claimed = batch.session_id in self._creating
             try:
-                new.marker = mark_creation(temporary, self._root, path.stem)
-                if new.marker is not None and self._find(batch.session_id) is None:
+                # A claimed id's marker is held already: the claim keeps it until linked in.
+                if not claimed:
+                    new.marker = mark_creation(temporary, self._root, path.stem)
+                if (claimed or new.marker is not None) and self._find(batch.session_id) is None:
                     return new
             except BaseException:
                 discard(new)
@@ -392,6 +402,18 @@ class JSONLBackend(SessionFileReads):
             self._check_open()
             self._claimed(session_id)
 
+    def claim_new(self, session_id: str) -> None:
+        """Hold the creation marker of a session not stored yet until its first write links its
+        file in, or :meth:`release`; ``SESSION_ALREADY_EXISTS`` if it is stored or being created."""
+        with self._lock:
+            self._check_open()
+            claim_new_id(
+                session_id,
+                lambda: self._creating.take(session_id),
+                lambda: self._creating.drop(session_id),
+                lambda: self._stored(session_id) is not None,
+            )
+
     def _check_open(self) -> None:
         """Refuse a claim or write that reaches a closed backend.
 
@@ -407,12 +429,13 @@ class JSONLBackend(SessionFileReads):
             handle = self._open.pop(session_id, None)
             if handle is not None:
                 os.close(handle.fd)
+            self._creating.drop(session_id)
 
     def close(self) -> None:
         """Close every open file (dropping every lock); refuse claims and writes until :meth:`open`."""
         with self._lock:
             self._closed = True
-            for session_id in list(self._open):
+            for session_id in [*self._open, *self._creating.ids()]:
                 self.release(session_id)
             while self._left:
                 _, left = self._left.popitem()

@@ -214,7 +214,9 @@ def remove_leftovers(root: Path) -> None:
     in the name would not, and needs no guess at how long a write may take. A
     marker is another name of a temporary, so it would keep its data on disk.
     """
-    for leftover in (*root.glob(f"*/.*{TEMPORARY_SUFFIX}"), *root.glob(f".*{MARKER_SUFFIX}")):
+    # A claim's temporary lies in the root (no bucket is known before a header is written).
+    temporaries = (*root.glob(f"*/.*{TEMPORARY_SUFFIX}"), *root.glob(f".*{TEMPORARY_SUFFIX}"))
+    for leftover in (*temporaries, *root.glob(f".*{MARKER_SUFFIX}")):
         _held_else_removed(leftover)
 
 

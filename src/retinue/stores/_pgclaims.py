@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final
 from retinue._errors import StoreError
 
 from ._backend import AppendBatch
-from ._common import already_exists
+from ._common import already_exists, claim_new_id
 from ._pgschema import (
     check_cancelled,
     in_schema,
@@ -202,6 +202,14 @@ class SessionClaims:
         after its task is cancelled, giving the lock up, rather than wait on."""
         self.probe()
         self.take(session_id)
+
+    def claim_new(self, session_id: str, stored: Callable[[], bool]) -> None:
+        """Take the lock of a session not stored yet, for its creator: ``SESSION_ALREADY_EXISTS``
+        if another connection holds it or *stored* finds it stored once it is taken."""
+        self.probe()
+        claim_new_id(
+            session_id, lambda: self.take(session_id), lambda: self.release(session_id), stored
+        )
 
     def take(self, session_id: str) -> bool:
         """Claim the session; whether this call took the lock (false: it was held already).

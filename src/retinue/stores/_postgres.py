@@ -378,6 +378,12 @@ class PostgresBackend:
         with read_only_refused(f"claiming session {session_id!r}"):
             self._claims.claim(session_id)
 
+    def claim_new(self, session_id: str) -> None:
+        """:meth:`claim` of a session not stored yet, for its creator, whose first commit keeps
+        it; ``SESSION_ALREADY_EXISTS`` if it is stored or locked by another connection."""
+        with read_only_refused(f"claiming session {session_id!r}"):
+            self._claims.claim_new(session_id, lambda: self.contains(session_id))
+
     def release(self, session_id: str) -> None:
         """Drop the session's advisory lock (a dropped connection already dropped it)."""
         self._claims.release(session_id)

@@ -26,6 +26,16 @@ class SessionStore(Protocol):
     wrapper that delegates by ``__getattr__`` always has its own ``flush``
     awaited; a subclass that overrides ``flush`` must override this too, or
     refuse (as the built-in stores do).
+
+    Optional too, defined together on the class and looked up alike:
+    ``async claim_new(session_id)``, which makes this store the one writer of an
+    id not stored yet, raising ``StoreError(SESSION_ALREADY_EXISTS)`` if it is
+    stored or another writer (another store of the same storage) holds it, and
+    ``async release_new(session_id)``, which gives that claim up unless a session
+    was attached under the id by ``attach_new`` (its ``detach`` gives it up then).
+    The runtime claims a new agent's id so before its setup, releasing it if the
+    creation fails; a store without them is asked ``exists``, and two stores of one
+    storage creating one id meet only at the second one's first flush.
     """
 
     @property

@@ -20,6 +20,7 @@ from ._common import (
     WaitedOutError,
     already_exists,
     check_cancelled,
+    claim_new_id,
     parse_header,
     parse_headers,
     segment_records,
@@ -369,6 +370,17 @@ class SQLiteBackend:
         if not self.contains(session_id):
             raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
         self._claims.acquire(session_id)
+
+    def claim_new(self, session_id: str) -> None:
+        """Lock a session not stored yet for its creator; ``SESSION_ALREADY_EXISTS`` if it is
+        stored or locked elsewhere. Its first commit keeps the lock taken here."""
+        claims = self._claims
+        claim_new_id(
+            session_id,
+            lambda: claims.acquire(session_id),
+            lambda: claims.release(session_id),
+            lambda: self.contains(session_id),
+        )
 
     def release(self, session_id: str) -> None:
         """Drop the session's lock (and its lock file)."""

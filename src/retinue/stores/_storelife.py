@@ -62,6 +62,8 @@ class StoreLifetime:
         """Set as the first :meth:`aclose` begins: a close called after it waits for it."""
         self._loading: set[str] = set()
         """Ids being loaded: a second load or an attach of one meanwhile is refused."""
+        self._claimed_new: set[str] = set()
+        """Ids claimed by ``claim_new`` that no session is attached under yet."""
         self._releasing: dict[str, trio.Event] = {}
         """Ids whose claim a released session is giving up: a load of one waits for it."""
         self._loaded: dict[str, Loaded] = {}

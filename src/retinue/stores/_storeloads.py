@@ -55,6 +55,8 @@ class StoreLoads(StoreLifetime):
         released = self._tracked.get(session_id)
         if released is not None and not released.released:
             raise StoreError(f"session {session_id!r} is attached and live", code="SESSION_TRACKED")
+        if session_id in self._claimed_new:
+            raise StoreError(f"session {session_id!r} is being created", code="SESSION_TRACKED")
         if session_id in self._loading:
             # Its caller will attach what that load returns: a second copy could not be.
             raise StoreError(f"session {session_id!r} is being loaded", code="SESSION_TRACKED")

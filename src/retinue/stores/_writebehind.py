@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
+from typing import NoReturn
 
 import trio
 
 from retinue._errors import StoreError
 from retinue.session import Event, Session, SessionHeader
 
+from ._common import already_exists
 from ._ids import check_session_id
 from ._records import LetGo, Tracked
 from ._storeloads import StoreLoads
@@ -70,9 +72,89 @@ class BufferedStore(StoreLoads):
 
         Nothing is written until the first flush, which writes header and events
         atomically (R11.3); that flush fails with ``SESSION_ALREADY_EXISTS`` if
-        the id is stored. Synchronous and never blocks.
+        the id is stored. The claim :meth:`claim_new` took of its id passes to
+        it: its :meth:`detach` gives it up. Synchronous and never blocks.
         """
         self._track(session, header=session.header, seed=session.events)
+        self._claimed_new.discard(session.id)
+
+    async def claim_new(self, session_id: str) -> None:
+        """Claim *session_id*, not stored, for a session :meth:`attach_new` attaches later.
+
+        This store is the id's one writer from now on, not from its first flush:
+        another store of the same storage (a second store of one SQLite file,
+        another process) creating it meanwhile is refused, as this one is while
+        another holds it. The claim passes to the session attached under the id;
+        :meth:`release_new` gives it up if none is. Raises ``StoreError``:
+        ``SESSION_ALREADY_EXISTS`` for an id stored or claimed by another writer,
+        ``SESSION_TRACKED`` for one not stored but attached, loaded or claimed in this store,
+        ``INVALID_SESSION_ID``, ``STORE_CLOSED``. The claim's blocking work runs in
+        a worker thread, which a cancel waits for: a claim it took is then held, for
+        the caller to release (it returns, and the cancel comes at its next checkpoint).
+        """
+        check_session_id(session_id)
+        await self._ensure_open()
+        while (releasing := self._releasing.get(session_id)) is not None:
+            await releasing.wait()  # a detach giving up its claim: claimed anew after it
+        if self._held_here(session_id):
+            await self._refuse_held_here(session_id)
+        self._claimed_new.add(session_id)
+        try:
+            await self._call(self._claim_new_in_backend, f"session {session_id!r}", session_id)
+        except BaseException:
+            self._claimed_new.discard(session_id)
+            raise
+
+    def _held_here(self, session_id: str) -> bool:
+        loaded = self._loaded.get(session_id)
+        return (
+            session_id in self._tracked
+            or session_id in self._loading
+            or session_id in self._claimed_new
+            or (loaded is not None and loaded.session() is not None)
+        )
+
+    async def _refuse_held_here(self, session_id: str) -> NoReturn:
+        """Refuse a claim of an id this store holds: a duplicate if it is stored, else tracked."""
+        what = f"session {session_id!r}"
+        if await self._read_call(self._backend.contains, what, session_id):
+            raise already_exists(session_id)
+        raise StoreError(
+            f"{what} is attached, loaded or being created in {self._name}", code="SESSION_TRACKED"
+        )
+
+    def _claim_new_in_backend(self, session_id: str) -> None:
+        """The backend's own claim of a new id, if it has one, else a check that it is not stored.
+
+        Looked up on its class: a backend written before this claim existed keeps working,
+        claiming the id with its first write as before."""
+        claim = getattr(type(self._backend), "claim_new", None)
+        if claim is not None:
+            claim(self._backend, session_id)
+        elif self._backend.contains(session_id):
+            raise already_exists(session_id)
+
+    async def release_new(self, session_id: str) -> None:
+        """Give up the claim :meth:`claim_new` took, unless a session was attached under the id.
+
+        Always a checkpoint, never cut short by a cancel: a claim it kept would hold the
+        id for no one until the store closes."""
+        if session_id not in self._claimed_new:
+            await trio.lowlevel.checkpoint()
+            return
+        self._claimed_new.discard(session_id)
+        if self._closed:
+            await trio.lowlevel.checkpoint()  # closing the storage released every claim
+            return
+        # A load or claim of the id meanwhile waits for the claim to go, as after a detach.
+        given_up = self._releasing[session_id] = trio.Event()
+        try:
+            with trio.CancelScope(shield=True):
+                await self._call(self._backend.release, f"session {session_id!r}", session_id)
+        finally:
+            if self._releasing.get(session_id) is given_up:
+                del self._releasing[session_id]
+            given_up.set()
 
     def _track(
         self,
