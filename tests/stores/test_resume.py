@@ -122,6 +122,12 @@ def _fail_writes(store: BufferedStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store._backend, "write", write)
 
 
+def _claimed_at_first_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the stores claim a new id at its first write, not at its creation: as a store
+    without ``claim_new`` does, so another writer can store the id before that write."""
+    monkeypatch.delattr(BufferedStore, "claim_new")
+
+
 async def test_another_runtime_takes_over_a_session_whose_final_flush_failed(
     kit: StoreKit, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -325,10 +331,11 @@ async def test_a_runtime_resumes_the_stored_session_once_its_stranded_create_los
     leaves that session stranded in its runtime. Once another writer stores the id, the create can
     never be written: the runtime's resume of the id drops what was stranded, with a warning naming
     the session, and resumes the stored one, rather than failing ``SESSION_ALREADY_EXISTS`` on every
-    try until the runtime closes."""
+    try until the runtime closes. (A store claiming the id at its creation keeps the writer out.)"""
     store = kit.open()
     with trio.fail_after(60):
         async with retinue.open_runtime(models=_model(), store=store) as first:
+            _claimed_at_first_write(monkeypatch)
             _fail_writes(store, monkeypatch)
             agent = await first.create_agent("writer", OPTIONS, session_id="raced")
             agent.inject("never stored")
@@ -352,13 +359,15 @@ async def test_a_runtime_resumes_the_stored_session_once_its_stranded_create_los
 
 
 async def test_an_agent_whose_create_lost_the_id_to_another_writer_leaves_nothing_stranded(
-    kit: StoreKit, caplog: pytest.LogCaptureFixture
+    kit: StoreKit, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """R12.9, R11.3: another writer stores an agent's id before the agent's first flush,
-    so its create is refused as a duplicate. Its disposal drops the session with a
-    warning naming it (the store keeps none of its events), rather than warning that they
-    stay buffered for the next load, and the runtime resumes the stored session."""
+    """R12.9, R11.3: another writer stores an agent's id before the agent's first flush
+    (the store claims it at that flush), so its create is refused as a duplicate. Its
+    disposal drops the session with a warning naming it (the store keeps none of its
+    events), rather than warning that they stay buffered for the next load, and the
+    runtime resumes the stored session."""
     store = kit.open()
+    _claimed_at_first_write(monkeypatch)
     with trio.fail_after(60):
         async with retinue.open_runtime(models=_model(), store=store) as first:
             agent = await first.create_agent("writer", OPTIONS, session_id="taken")

@@ -40,6 +40,7 @@ from ._cleanups import Cleanups, scoped_cleanup, unwind
 from ._creation import Creation, Setup, core_of, run_setup
 from ._driven import mark_driven, refuse_driven
 from ._hooks import RuntimeHooks
+from ._newclaims import claimed_new
 from ._registry import AgentRegistry
 from ._relay import EventRelay
 from ._stranded import StrandedSessions
@@ -170,17 +171,16 @@ class Runtime:
         :class:`AgentOptions` or a *setup* that is not callable, :class:`ConfigError` for an
         invalid *cwd* or one that differs from ``options.cwd``,
         ``SessionError(INVALID_SESSION_ID)`` for an empty name or an id no store can hold, and
-        ``SessionError(SESSION_ALREADY_EXISTS)`` for a live or stored id
-        (``StoreError(SESSION_TRACKED)``, after its setup ran, for an id new to the store but
-        live in another runtime sharing it), and ``AgentError(WAITS_FOR_ITSELF)`` from the own
-        tool, listener or teardown of an agent of that id being torn down, which its teardown
-        waits for (``WAIT_CYCLE`` from an agent that teardown waits for through others).
+        ``SessionError(SESSION_ALREADY_EXISTS)`` for an id live here, stored, or claimed by
+        another store of the same storage (one SQLite file, another process), stored yet or
+        not (``StoreError(SESSION_TRACKED)`` for one live in another runtime sharing the store),
+        and ``AgentError(WAITS_FOR_ITSELF)`` from the own tool, listener or teardown of an agent
+        of that id being torn down, which its teardown waits for (``WAIT_CYCLE`` from an agent
+        that teardown waits for through others). The store claims the id from here on, until
+        the agent's teardown lets the session go or its creation fails; a custom store without
+        ``claim_new`` (see :class:`~retinue.stores.SessionStore`) only says whether it is stored.
         Cancellation before publication leaves nothing behind; ``RuntimeError`` once the
-        runtime is shutting down (its close aborts a creation in flight). An id live, not yet
-        stored, through another store of the same storage (one SQLite file) is not seen: both
-        succeed, and the agent whose first checkpoint comes second fails it and every later
-        one on ``agent/error`` (``StoreError(SESSION_ALREADY_EXISTS)``): none of its turns is
-        stored, and its teardown lets the session go with a warning.
+        runtime is shutting down (its close aborts a creation in flight).
         """
         self._check_run()
         options = with_cwd(options_of(options), cwd)
@@ -301,18 +301,15 @@ class Runtime:
         options: AgentOptions,
         setup: Setup | None,
     ) -> Agent:
-        """Once *agent_id* is free, reserve it and start an agent on the session *new* gives,
-        refused if the store holds the id: what starts a new agent or a fork."""
+        """Once *agent_id* is free, reserve it, claimed in the store, and start an agent on the
+        session *new* gives, refused if the store holds the id: what starts a new agent or a fork."""
         await self._teardowns.released(agent_id)
         with self._creating(agent_id):
             await self._stranded.settle(agent_id)
-            if await self.store.exists(agent_id):
-                raise SessionError(
-                    f"session {agent_id!r} already exists", code="SESSION_ALREADY_EXISTS"
-                )
-            agent = self._make_agent(new(), options)
-            await self._setup(agent, setup)
-            self._publish(agent, source="startup", new=True)
+            async with claimed_new(self.store, agent_id):
+                agent = self._make_agent(new(), options)
+                await self._setup(agent, setup)
+                self._publish(agent, source="startup", new=True)
         return agent
 
     def _check_run(self) -> None:
