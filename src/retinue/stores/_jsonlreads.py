@@ -77,7 +77,10 @@ class SessionFileReads:
     def _buckets(self) -> list[Path]:
         if not self._root.is_dir():
             return []
-        return [entry for entry in self._root.iterdir() if entry.is_dir()]
+        # Each entry's type from the listing, not a stat per entry: the root also holds the
+        # creation markers of the new ids claimed (one per agent created and not yet stored).
+        with os.scandir(self._root) as entries:
+            return [Path(entry.path) for entry in entries if entry.is_dir()]
 
     def read(self, session_id: str) -> StoredLog | None:
         """The header and complete event lines.
