@@ -105,15 +105,21 @@ async def test_a_creation_that_fails_or_is_cancelled_gives_the_id_up(
                 assert user_texts(resumed.session.events) == [agent_id]
 
 
+class _WithoutNewClaims(DelegatingStore):
+    """A custom store of the seam as it was before new claims: no ``claim_new``."""
+
+    claim_new = None  # type: ignore[assignment]
+
+
 async def test_a_store_without_new_claims_is_asked_whether_the_id_is_stored(
     tmp_path: Path,
 ) -> None:
-    """A custom store lacking ``claim_new`` (a delegating wrapper) keeps working: a creation
-    is refused for a stored id alone, and its first flush stores the session."""
+    """A custom store lacking ``claim_new`` keeps working: a creation is refused for a stored
+    id alone, and its first flush stores the session."""
     path = tmp_path / "sessions.db"
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     with trio.fail_after(REAL_DEADLINE):
-        store = DelegatingStore(SQLiteStore(path))
+        store = _WithoutNewClaims(SQLiteStore(path))
         async with retinue.open_runtime(models=model, store=store) as rt:
             agent = await rt.create_agent("a", OPTIONS, session_id="s")
             assert (await agent.ask("hello")).reason.kind == "completed"
@@ -123,3 +129,22 @@ async def test_a_store_without_new_claims_is_asked_whether_the_id_is_stored(
             assert user_texts((await reader.load("s")).events) == ["hello"]
             with pytest.raises(StoreError):
                 await reader.load("missing")
+
+
+async def test_a_delegating_store_claims_new_ids_in_the_store_it_wraps(tmp_path: Path) -> None:
+    """Two runtimes, each over a ``DelegatingStore`` of its own ``SQLiteStore`` of one file,
+    creating one id: the second is refused at its creation, as over the stores themselves."""
+    path = tmp_path / "sessions.db"
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    with trio.fail_after(REAL_DEADLINE):
+        async with (
+            retinue.open_runtime(models=model, store=DelegatingStore(SQLiteStore(path))) as one,
+            retinue.open_runtime(models=model, store=DelegatingStore(SQLiteStore(path))) as two,
+        ):
+            first = await one.create_agent("a", OPTIONS, session_id="s")
+            assert await _refusal(_create(two, "s")) == ("SessionError", "SESSION_ALREADY_EXISTS")
+            assert (await first.ask("first")).reason.kind == "completed"
+            with pytest.raises(ValueError, match="setup failed"):
+                await two.create_agent("b", OPTIONS, session_id="t", setup=_failing_setup)
+            second = await one.create_agent("c", OPTIONS, session_id="t")
+            assert (await second.ask("second")).reason.kind == "completed"

@@ -8,6 +8,7 @@ from typing import Any, Self
 import trio
 
 from retinue._checks import needs_an_instance
+from retinue._errors import StoreError
 from retinue.session import Session, SessionHeader
 from retinue.stores._writebehind import BufferedStore
 from retinue.supervisors._arguments import passes_on
@@ -108,6 +109,25 @@ class DelegatingStore:
     @passes_on
     async def exists(self, session_id: str) -> bool:
         return await self.store.exists(session_id)
+
+    async def claim_new(self, session_id: str) -> None:
+        """Refuse a stored id, asking :meth:`exists` (which a subclass may watch), then claim
+        it in the wrapped store if that store claims new ids (see ``SessionStore``)."""
+        if await self.exists(session_id):
+            raise StoreError(
+                f"session {session_id!r} already exists", code="SESSION_ALREADY_EXISTS"
+            )
+        claim = getattr(type(self.store), "claim_new", None)
+        if claim is not None and getattr(type(self.store), "release_new", None) is not None:
+            await claim(self.store, session_id)
+
+    async def release_new(self, session_id: str) -> None:
+        """Give up the wrapped store's claim of *session_id*, if it claims new ids."""
+        release = getattr(type(self.store), "release_new", None)
+        if release is not None and getattr(type(self.store), "claim_new", None) is not None:
+            await release(self.store, session_id)
+        else:
+            await trio.lowlevel.checkpoint()
 
     @passes_on
     async def aclose(self) -> None:
