@@ -150,11 +150,18 @@ class SessionClaims:
             self._opened = True
 
     def close(self) -> None:
-        """Close the lock connection (the server drops its locks); a pending claim then fails."""
+        """Give up every lock and close the lock connection; a pending claim then fails."""
         with self._locker_lock:
             self._opened = False
-            if self._locker is not None:
-                self._locker.close()
+            conn = self._locker
+            if conn is not None:
+                if self._claimed and not (conn.broken or conn.closed):
+                    # The server drops a closed connection's locks only as its backend
+                    # exits, after the close returns: a claim made right after it would
+                    # still find the session locked.
+                    with contextlib.suppress(psycopg_module().Error):
+                        conn.execute("SELECT pg_advisory_unlock_all()")
+                conn.close()
             self._locker = None
             self._claimed.clear()
 
