@@ -148,3 +148,19 @@ async def test_a_delegating_store_claims_new_ids_in_the_store_it_wraps(tmp_path:
                 await two.create_agent("b", OPTIONS, session_id="t", setup=_failing_setup)
             second = await one.create_agent("c", OPTIONS, session_id="t")
             assert (await second.ask("second")).reason.kind == "completed"
+
+
+async def test_a_refusal_of_an_id_created_elsewhere_says_another_writer_holds_it(
+    blocking_kit: StoreKit,
+) -> None:
+    """An id another store is creating is listed nowhere yet: the refusal says who has it,
+    where a bare "already exists" would read as a mistake."""
+    with trio.fail_after(REAL_DEADLINE):
+        async with _runtime(blocking_kit) as one, _runtime(blocking_kit) as two:
+            await one.create_agent("a", OPTIONS, session_id="s")
+            with pytest.raises(retinue.SessionError) as caught:
+                await two.create_agent("b", OPTIONS, session_id="s")
+            assert caught.value.code == "SESSION_ALREADY_EXISTS"
+            assert str(caught.value) == (
+                "session 's' already exists: another store or process is creating or writing it"
+            )

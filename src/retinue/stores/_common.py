@@ -243,9 +243,9 @@ def seq_conflict(session_id: str, stored: int, first: int) -> StoreError:
     )
 
 
-def already_exists(session_id: str) -> StoreError:
-    """The refusal of creating a session whose id is stored."""
-    return StoreError(f"session {session_id!r} already exists", code="SESSION_ALREADY_EXISTS")
+def already_exists(session_id: str, why: str = "") -> StoreError:
+    """The refusal of creating a session whose id is stored, or held by the writer *why* names."""
+    return StoreError(f"session {session_id!r} already exists{why}", code="SESSION_ALREADY_EXISTS")
 
 
 def claim_new_id(
@@ -266,7 +266,10 @@ def claim_new_id(
     except StoreError as exc:
         if exc.code != "SESSION_LOCKED":
             raise
-        raise already_exists(session_id) from exc
+        # Not listed anywhere yet, maybe: say who has it, or the refusal reads as a mistake.
+        raise already_exists(
+            session_id, ": another store or process is creating or writing it"
+        ) from exc
     try:
         if stored():
             raise already_exists(session_id)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
 from retinue.session import Session, SessionHeader
 
-__all__ = ["SessionStore"]
+__all__ = ["NewClaims", "SessionStore", "new_claims"]
 
 
 @runtime_checkable
@@ -93,3 +95,22 @@ class SessionStore(Protocol):
     async def aclose(self) -> None:
         """Drain every buffer, then release storage."""
         ...
+
+
+NewClaims = tuple[Callable[[str], Awaitable[None]], Callable[[str], Awaitable[None]]]
+"""A store's bound ``claim_new`` and ``release_new``."""
+
+
+def new_claims(store: object) -> NewClaims | None:
+    """*store*'s ``claim_new`` and ``release_new``, bound, if its class defines both; else ``None``.
+
+    Looked up on the class, as ``flush_nowait`` is: a wrapper passing calls on by
+    ``__getattr__`` would claim in the store it wraps an id its own ``attach_new``
+    and ``detach`` may never pass on.
+    """
+    kind = type(store)
+    claim = getattr(kind, "claim_new", None)
+    release = getattr(kind, "release_new", None)
+    if claim is None or release is None:
+        return None
+    return functools.partial(claim, store), functools.partial(release, store)

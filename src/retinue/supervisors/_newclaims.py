@@ -10,6 +10,7 @@ import trio
 
 from retinue._errors import SessionError, StoreError
 from retinue.stores import SessionStore
+from retinue.stores._protocol import new_claims
 
 __all__ = ["claimed_new"]
 
@@ -25,30 +26,28 @@ async def claimed_new(store: SessionStore, agent_id: str) -> AsyncIterator[None]
     ``claim_new`` and ``release_new`` (looked up on its class, as ``flush_nowait``
     is) is asked only whether the id is stored: its first flush claims it.
     """
-    claim = getattr(type(store), "claim_new", None)
-    release = getattr(type(store), "release_new", None)
-    if claim is None or release is None:
+    claims = new_claims(store)
+    if claims is None:
         if await store.exists(agent_id):
-            raise _already_exists(agent_id)
+            raise SessionError(
+                f"session {agent_id!r} already exists", code="SESSION_ALREADY_EXISTS"
+            )
         yield
         return
+    claim, release = claims
     try:
-        await claim(store, agent_id)
+        await claim(agent_id)
     except StoreError as exc:
         if exc.code != "SESSION_ALREADY_EXISTS":
             raise
         # As for a stored id: one error for an id taken, whether or not its holder has flushed.
-        raise _already_exists(agent_id) from exc
+        raise SessionError(exc.message, code=exc.code) from exc
     try:
         yield
     except BaseException:
         with trio.CancelScope(shield=True):
             try:
-                await release(store, agent_id)
+                await release(agent_id)
             except StoreError:
                 log.exception("releasing the claim of %r after its creation failed", agent_id)
         raise
-
-
-def _already_exists(agent_id: str) -> SessionError:
-    return SessionError(f"session {agent_id!r} already exists", code="SESSION_ALREADY_EXISTS")

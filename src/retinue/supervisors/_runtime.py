@@ -176,8 +176,10 @@ class Runtime:
         not (``StoreError(SESSION_TRACKED)`` for one live in another runtime sharing the store),
         and ``AgentError(WAITS_FOR_ITSELF)`` from the own tool, listener or teardown of an agent
         of that id being torn down, which its teardown waits for (``WAIT_CYCLE`` from an agent
-        that teardown waits for through others). The store claims the id from here on, until
-        the agent's teardown lets the session go or its creation fails; a custom store without
+        that teardown waits for through others). The store claims the id from here on (one open
+        file on the JSONL and SQLite stores), until the agent's teardown lets the session go
+        (one whose last flush failed keeps it, for a load to take over) or its creation
+        fails; a custom store without
         ``claim_new`` (see :class:`~retinue.stores.SessionStore`) only says whether it is stored.
         Cancellation before publication leaves nothing behind; ``RuntimeError`` once the
         runtime is shutting down (its close aborts a creation in flight).

@@ -8,8 +8,9 @@ from typing import Any, Self
 import trio
 
 from retinue._checks import needs_an_instance
-from retinue._errors import StoreError
 from retinue.session import Session, SessionHeader
+from retinue.stores._common import already_exists
+from retinue.stores._protocol import new_claims
 from retinue.stores._writebehind import BufferedStore
 from retinue.supervisors._arguments import passes_on
 
@@ -114,18 +115,14 @@ class DelegatingStore:
         """Refuse a stored id, asking :meth:`exists` (which a subclass may watch), then claim
         it in the wrapped store if that store claims new ids (see ``SessionStore``)."""
         if await self.exists(session_id):
-            raise StoreError(
-                f"session {session_id!r} already exists", code="SESSION_ALREADY_EXISTS"
-            )
-        claim = getattr(type(self.store), "claim_new", None)
-        if claim is not None and getattr(type(self.store), "release_new", None) is not None:
-            await claim(self.store, session_id)
+            raise already_exists(session_id)
+        if (claims := new_claims(self.store)) is not None:
+            await claims[0](session_id)
 
     async def release_new(self, session_id: str) -> None:
         """Give up the wrapped store's claim of *session_id*, if it claims new ids."""
-        release = getattr(type(self.store), "release_new", None)
-        if release is not None and getattr(type(self.store), "claim_new", None) is not None:
-            await release(self.store, session_id)
+        if (claims := new_claims(self.store)) is not None:
+            await claims[1](session_id)
         else:
             await trio.lowlevel.checkpoint()
 
