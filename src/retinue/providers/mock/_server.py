@@ -237,6 +237,11 @@ class MockServer:
         ):
             self._ending = ending
 
+    # Ctrl-C coming while a connection's task runs is handed to the main task, as it is in
+    # trio's own code: raised here, it would close every connection the server holds while
+    # the agents streaming from them still run, and their turns would be stored as failed
+    # streams, where the runtime ends each turn in flight disposed.
+    @trio.lowlevel.enable_ki_protection
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
         self._counts["open"] += 1
         self._counts["total"] += 1
@@ -333,8 +338,11 @@ async def open_mock_server(
     Opens its own nursery; yields once the server listens; leaving the block
     cancels the server and every connection it holds. An exception from the
     block, or the ``OSError`` of an address it cannot listen on, propagates
-    as itself, not wrapped in an exception group. Ctrl-C landing in one of the
-    server's connection tasks or in its accept propagates as itself too, whatever
+    as itself, not wrapped in an exception group. A SIGINT coming while a connection
+    task runs is handed to the program's main task, as trio does in its own code, so
+    the block (an agent runtime, say) ends its turns before the server closes the
+    connections they stream from. Ctrl-C raised in one of the server's connection
+    tasks (by a policy) or landing in its accept propagates as itself too, whatever
     the block did meanwhile: an error the block raised is its ``__context__``. So
     does a ``SystemExit`` raised there (a policy's), unless the block raised
     Ctrl-C (bare, or in a group of its own nursery, raised as the block raised it).
