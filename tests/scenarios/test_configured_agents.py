@@ -234,8 +234,10 @@ async def test_runtime_says_when_it_is_closing(autojump_clock: trio.testing.Mock
             assert not rt.closing
             await rt.aclose()
             assert rt.closing
-            with pytest.raises(RuntimeError, match="shutting down"):
+            with pytest.raises(RuntimeError, match="closing or closed: it starts no more"):
                 await rt.create_agent("late")
+        with pytest.raises(RuntimeError, match="closing or closed: it starts no more"):
+            await rt.create_agent("after")
 
 
 # -- the cap (R13.1, R13.6) ------------------------------------------------------------------

@@ -346,7 +346,7 @@ class Runtime:
 
     def _check_free(self, agent_id: str) -> None:
         if self._closing:
-            raise RuntimeError("the runtime is shutting down")
+            raise RuntimeError("the runtime is closing or closed: it starts no more agents")
         if self._in_use(agent_id):
             raise SessionError(
                 f"session {agent_id!r} is already live", code="SESSION_ALREADY_EXISTS"
