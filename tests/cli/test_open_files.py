@@ -49,6 +49,10 @@ def test_demo_refuses_more_agents_than_the_hard_limit_allows_in_one_line(tmp_pat
     assert finished.stdout == ""
     assert finished.stderr.startswith("retinue demo: --agents 150 needs about ")
     assert "ulimit -n" in finished.stderr
+    # The count that fits under the limit, so the advice can be followed without root.
+    fits = int(finished.stderr.split("use at most ")[1].split()[0])
+    assert 0 < fits < 150
+    assert _demo_under_limit(soft=128, hard=128, agents=fits, cwd=tmp_path).returncode == 0
     assert finished.stderr.count("\n") == 1
 
 
