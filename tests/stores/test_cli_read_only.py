@@ -118,6 +118,9 @@ def test_cli_sessions_read_commands_leave_a_jsonl_directory_as_it_is(
     bucket = jsonl_file(root, "crashed").parent
     (bucket / ".lost.jsonl.0011223344556677.tmp").write_text('{"type":"session"')
     (root / ".lost.creating").write_text('{"type":"session"')
+    (root / ".creating").mkdir(exist_ok=True)
+    (root / ".creating" / "lost.creating").write_text('{"type":"session"')
+    (root / ".creating" / ".lost.0011223344556677.tmp").write_text('{"type":"session"')
     before = _tree(root)
     target = [] if command == "list" else ["crashed"]
     output = ["-o", str(tmp_path / "out.jsonl")] if command == "export" else []

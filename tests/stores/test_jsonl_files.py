@@ -109,9 +109,11 @@ def test_jsonl_a_creation_marker_left_by_a_crash_does_not_block_the_id(
 ) -> None:
     """R11.3: the marker a crashed creator left (its lock died with it) is replaced."""
     first, _ = backends
-    (tmp_path / ".dup.creating").write_bytes(b"")
+    marker = tmp_path / ".creating" / "dup.creating"
+    marker.parent.mkdir(exist_ok=True)
+    marker.write_bytes(b"")
     assert _refusal(first, _new_batch(session_of("dup", 1))) is None
-    assert not (tmp_path / ".dup.creating").exists()
+    assert not marker.exists()
 
 
 def test_jsonl_an_append_that_does_not_continue_the_stored_log_is_refused(

@@ -59,9 +59,11 @@ class JSONLBackend(SessionFileReads):
 
     A new session's file is written under a temporary name of its own, synced,
     and linked into place, so header and first batch appear atomically (R11.3).
-    Meanwhile the temporary is also linked as the id's creation marker under the
-    root, so one id is created once whatever the cwd (R11.11); a claim of a new
-    id holds that marker from its session's creation to its first write. An
+    Meanwhile the temporary is also linked as the id's creation marker in the
+    root's markers' directory, so one id is created once whatever the cwd
+    (R11.11); a claim of a new id holds that marker from its session's creation
+    to its first write. The root itself holds only the cwd buckets: a lookup of
+    an id reads as much whatever the number of ids being created. An
     attached session's file stays open with an exclusive ``flock`` until it is
     released, so a second writer (another process or store) is refused: open
     files are live sessions. A session whose file cannot be opened (say, the

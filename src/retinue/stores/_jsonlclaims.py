@@ -10,7 +10,7 @@ from typing import final
 from retinue._errors import StoreError
 
 from ._ids import file_stem
-from ._jsonlfiles import close_all, mark_creation, open_temporary, remove_held
+from ._jsonlfiles import close_all, mark_creation, open_marker_temporary, remove_held
 from ._jsonlsteps import opening
 
 __all__ = ["NewClaims"]
@@ -53,8 +53,8 @@ class NewClaims:
 
     def _mark(self, stem: str) -> tuple[Path, int] | None:
         """The marker of the id stored as *stem*, and the descriptor locking it; ``None`` if a
-        live writer holds it. Its temporary lies in the root: no bucket is known yet."""
-        temporary, fd = open_temporary(self._root / stem)
+        live writer holds it. Its temporary lies beside it: no bucket is known yet."""
+        temporary, fd = open_marker_temporary(self._root, stem)
         try:
             marker = mark_creation(temporary, self._root, stem)
         except BaseException:

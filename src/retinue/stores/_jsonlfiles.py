@@ -33,6 +33,7 @@ __all__ = [
     "lock_stored",
     "make_directory",
     "mark_creation",
+    "open_marker_temporary",
     "open_temporary",
     "read_whole",
     "remove_held",
@@ -43,6 +44,13 @@ __all__ = [
 
 TEMPORARY_SUFFIX = ".tmp"
 MARKER_SUFFIX = ".creating"
+MARKERS_DIRECTORY = ".creating"
+"""The root's directory of creation markers and of the temporaries they are linked from.
+
+A dot-name: no bucket name starts with a dot (``bucket_name``), so a listing of
+the buckets passes it over, and it keeps the root's listing, which each lookup
+of an id reads, as long as the buckets whatever the number of ids being created.
+"""
 ATTEMPTS = 8
 """Retries of a name another writer removed or took in between (a race, not a polling loop)."""
 _CHUNK = 1 << 20
@@ -178,6 +186,22 @@ def lock_stored(fd: int, path: Path) -> bool:
     return _names(path, fd)
 
 
+def _markers_directory(root: Path) -> Path:
+    """Where the creation markers of the store at *root* lie."""
+    return root / MARKERS_DIRECTORY
+
+
+def open_marker_temporary(root: Path, stem: str) -> tuple[Path, int]:
+    """:func:`open_temporary` for a marker of the id stored as *stem* whose bucket is not
+    known yet (a claim's), in the markers' directory, made first if missing."""
+    path = _markers_directory(root) / stem
+    try:
+        return open_temporary(path)
+    except FileNotFoundError:
+        _make_markers_directory(path.parent)
+        return open_temporary(path)
+
+
 def mark_creation(temporary: Path, root: Path, stem: str) -> Path | None:
     """Link the locked *temporary* as the creation marker of the id stored as *stem*.
 
@@ -187,16 +211,32 @@ def mark_creation(temporary: Path, root: Path, stem: str) -> Path | None:
     marker costs no descriptor, and one a crash left behind is known by its
     lock being free, and replaced.
     """
-    marker = root / f".{stem}{MARKER_SUFFIX}"
+    marker = _markers_directory(root) / f"{stem}{MARKER_SUFFIX}"
     for _ in range(ATTEMPTS):
         try:
-            os.link(temporary, marker)
+            _link_marker(temporary, marker)
         except FileExistsError:
             if _held_else_removed(marker):
                 return None
         else:
             return marker
     return None
+
+
+def _link_marker(temporary: Path, marker: Path) -> None:
+    """Link *temporary* as *marker*, making the markers' directory first if missing."""
+    try:
+        os.link(temporary, marker)
+    except FileNotFoundError:
+        # The temporary is held locked, so no sweep removed it: the directory is missing.
+        _make_markers_directory(marker.parent)
+        os.link(temporary, marker)
+
+
+def _make_markers_directory(directory: Path) -> None:
+    """Make the markers' directory, not synced: a marker lives no longer than its writer."""
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir()
 
 
 def unmark_creation(marker: Path) -> None:
@@ -214,9 +254,13 @@ def remove_leftovers(root: Path) -> None:
     in the name would not, and needs no guess at how long a write may take. A
     marker is another name of a temporary, so it would keep its data on disk.
     """
-    # A claim's temporary lies in the root (no bucket is known before a header is written).
-    temporaries = (*root.glob(f"*/.*{TEMPORARY_SUFFIX}"), *root.glob(f".*{TEMPORARY_SUFFIX}"))
-    for leftover in (*temporaries, *root.glob(f".*{MARKER_SUFFIX}")):
+    # The buckets' temporaries, and the claims' (no bucket is known before a header is written).
+    temporaries = root.glob(f"*/.*{TEMPORARY_SUFFIX}")
+    markers = _markers_directory(root).glob(f"*{MARKER_SUFFIX}")
+    # Earlier versions kept the claims' temporaries and every marker in the root itself.
+    # (Their markers' pattern needs two dots: it never names the markers' directory.)
+    in_root = (*root.glob(f".*{TEMPORARY_SUFFIX}"), *root.glob(f".*{MARKER_SUFFIX}"))
+    for leftover in (*temporaries, *markers, *in_root):
         _held_else_removed(leftover)
 
 

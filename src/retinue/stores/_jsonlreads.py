@@ -77,10 +77,15 @@ class SessionFileReads:
     def _buckets(self) -> list[Path]:
         if not self._root.is_dir():
             return []
-        # Each entry's type from the listing, not a stat per entry: the root also holds the
-        # creation markers of the new ids claimed (one per agent created and not yet stored).
+        # Each entry's type from the listing, not a stat per entry. A bucket's name never starts
+        # with a dot (``bucket_name``): the dot-names are the store's own (the creation markers'
+        # directory, and the markers and temporaries an earlier version left in the root).
         with os.scandir(self._root) as entries:
-            return [Path(entry.path) for entry in entries if entry.is_dir()]
+            return [
+                Path(entry.path)
+                for entry in entries
+                if not entry.name.startswith(".") and entry.is_dir()
+            ]
 
     def read(self, session_id: str) -> StoredLog | None:
         """The header and complete event lines.
