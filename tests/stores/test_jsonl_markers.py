@@ -5,8 +5,10 @@ whatever the number of agents created and not yet stored (R11.11, R11.12)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import resource
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,3 +136,41 @@ async def test_jsonl_a_dot_directory_in_the_root_is_no_bucket(tmp_path: Path) ->
             await store.detach(session)
             assert [header.id for header in await store.list()] == ["s"]
     assert session_path(tmp_path, session.header).exists()
+
+
+@contextlib.contextmanager
+def _out_of_descriptors() -> Iterator[None]:
+    """Fill the descriptor table up to a lowered limit, restored (and emptied) after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    highest = max(int(name) for name in os.listdir("/proc/self/fd"))
+    held: list[int] = []
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(highest + 32, soft), hard))
+    try:
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(os.open(os.devnull, os.O_RDONLY))
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_jsonl_a_lookup_out_of_descriptors_says_to_raise_the_limit(tmp_path: Path) -> None:
+    """Reading the root's listing to look an id up is an open as any other: out of
+    descriptors, it is the session's STORAGE_ERROR saying to raise the limit, not a bare errno."""
+    backend = JSONLBackend(tmp_path)
+    backend.open()
+    try:
+        assert backend.write([_new_batch(session_of("s", 1))]) == [None]
+        backend.release("s")
+        for lookup in (lambda: backend.contains("s"), lambda: backend.read("s")):
+            with _out_of_descriptors(), pytest.raises(StoreError) as failed:
+                lookup()
+            assert failed.value.code == "STORAGE_ERROR"
+            assert "ran out of open files" in failed.value.message
+            assert "raise the limit" in failed.value.message
+            assert isinstance(failed.value.__cause__, OSError)
+            assert failed.value.__cause__.errno == errno.EMFILE
+    finally:
+        backend.close()

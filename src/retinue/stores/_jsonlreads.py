@@ -15,7 +15,7 @@ from ._backend import Listing, SkippedSession, StoredLog
 from ._common import parse_header, written_whole
 from ._ids import file_stem
 from ._jsonlfiles import SessionFile, read_whole
-from ._jsonlsteps import LeftFile, listed
+from ._jsonlsteps import LeftFile, listed, opening
 
 __all__ = ["SessionFileReads", "record_of"]
 
@@ -41,7 +41,7 @@ class SessionFileReads:
         if handle is not None and handle.path.exists():
             return handle.path
         name = f"{file_stem(session_id)}.jsonl"
-        for bucket in self._buckets():
+        for bucket in self._buckets_of(session_id):
             candidate = bucket / name
             if candidate.exists():
                 return candidate
@@ -66,7 +66,8 @@ class SessionFileReads:
         if session_id in self._open:
             return self._stored(session_id)
         name = f"{file_stem(session_id)}.jsonl"
-        found = _distinct([bucket / name for bucket in self._buckets()], listing=False)
+        buckets = self._buckets_of(session_id)
+        found = _distinct([bucket / name for bucket in buckets], listing=False)
         # Looked up after the files were found: a write in another thread may leave one meanwhile.
         left = self._left.get(session_id)
         files = [path for path in found if left is None or left.path != path]
@@ -86,6 +87,11 @@ class SessionFileReads:
                 for entry in entries
                 if not entry.name.startswith(".") and entry.is_dir()
             ]
+
+    def _buckets_of(self, session_id: str) -> list[Path]:
+        """:meth:`_buckets`, a failure to read the root *session_id*'s error (out of files, say)."""
+        with opening(session_id, "the store's root directory"):
+            return self._buckets()
 
     def read(self, session_id: str) -> StoredLog | None:
         """The header and complete event lines.

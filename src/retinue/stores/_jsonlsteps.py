@@ -121,12 +121,13 @@ def listed(path: Path) -> SessionHeader | SkippedSession | None:
 
 
 @contextlib.contextmanager
-def opening(session_id: str) -> Iterator[None]:
-    """Make a failure to open a session's file that session's error, not its group's."""
+def opening(session_id: str, what: str = "its file") -> Iterator[None]:
+    """Make a failure to open a session's file (or *what* else its lookup opens) that
+    session's error, not its group's."""
     try:
         yield
     except OSError as exc:
-        raise cannot_open(session_id, "its file", exc, "JSONL") from exc
+        raise cannot_open(session_id, what, exc, "JSONL") from exc
 
 
 def discard(new: NewFile) -> None:
