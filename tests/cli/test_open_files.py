@@ -28,9 +28,10 @@ DEADLINE = 60.0
 
 
 def _demo_under_limit(
-    soft: int, hard: int, agents: int, cwd: Path
+    soft: int, hard: int, agents: int, cwd: Path, *provider: str
 ) -> subprocess.CompletedProcess[str]:
     argv = ["demo", "--no-live", "--store", "memory", "--agents", str(agents), "--turns", "1"]
+    argv += [f"--provider={name}" for name in provider]
     return subprocess.run(
         [sys.executable, "-c", UNDER_A_LIMIT, str(soft), str(hard), *argv],
         capture_output=True,
@@ -53,6 +54,21 @@ def test_demo_refuses_more_agents_than_the_hard_limit_allows_in_one_line(tmp_pat
     fits = int(finished.stderr.split("use at most ")[1].split()[0])
     assert 0 < fits < 150
     assert _demo_under_limit(soft=128, hard=128, agents=fits, cwd=tmp_path).returncode == 0
+    assert finished.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("provider", [(), ("scripted",)], ids=["mock", "scripted"])
+def test_demo_under_a_limit_below_its_own_margin_advises_raising_it(
+    tmp_path: Path, provider: tuple[str, ...]
+) -> None:
+    """Below the files the demo needs with no agent at all, no agent count fits, and the
+    scripted model's agents need no file of their own: the one line advises raising the
+    limit, not "use at most 0 agents", nor fails dividing by the files an agent needs."""
+    finished = _demo_under_limit(40, 40, 5, tmp_path, *provider)
+    assert finished.returncode == 1
+    assert finished.stderr.startswith("retinue demo: --agents 5 needs about ")
+    assert "use at most" not in finished.stderr
+    assert "raise the limit to " in finished.stderr
     assert finished.stderr.count("\n") == 1
 
 

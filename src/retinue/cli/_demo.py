@@ -118,10 +118,11 @@ def _descriptor_shortfall(args: argparse.Namespace) -> str | None:
     limit = make_room(needed)
     if limit is None:
         return None
-    fit = max(0, (limit - DESCRIPTOR_MARGIN) // per_agent)
+    fit = (limit - DESCRIPTOR_MARGIN) // per_agent if per_agent else 0
+    fewer = f"use at most {fit} agents, or " if fit > 0 else ""
     return (
         f"--agents {args.agents} needs about {needed} open files, more than the {limit} "
-        f"this process may open: use at most {fit} agents, or raise the limit to {needed} "
+        f"this process may open: {fewer}raise the limit to {needed} "
         "(ulimit -n; past the hard limit, ulimit -Hn as root)"
     )
 
