@@ -174,3 +174,22 @@ def test_jsonl_a_lookup_out_of_descriptors_says_to_raise_the_limit(tmp_path: Pat
             assert failed.value.__cause__.errno == errno.EMFILE
     finally:
         backend.close()
+
+
+async def test_jsonl_a_first_write_of_an_id_another_store_claims_says_who_has_it(
+    tmp_path: Path,
+) -> None:
+    """An id another store claimed is listed nowhere yet: a write creating it (an import's)
+    is refused saying another store or process holds it, not that it exists."""
+    with trio.fail_after(REAL_DEADLINE):
+        async with JSONLStore(tmp_path) as holder, JSONLStore(tmp_path) as writer:
+            await holder.claim_new("s")
+            session = Session.create("s")
+            writer.attach_new(session)
+            run_turn(session)
+            with pytest.raises(StoreError) as caught:
+                await writer.flush(session)
+            assert caught.value.code == "SESSION_ALREADY_EXISTS"
+            assert "another store or process is creating or writing it" in str(caught.value)
+            assert await writer.list() == []
+            await holder.release_new("s")  # so the writer's close can store what it holds

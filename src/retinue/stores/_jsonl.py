@@ -250,12 +250,18 @@ class JSONLBackend(SessionFileReads):
                 # A claimed id's marker is held already: the claim keeps it until linked in.
                 if not claimed:
                     new.marker = mark_creation(temporary, self._root, path.stem)
-                if (claimed or new.marker is not None) and self._find(batch.session_id) is None:
+                held_elsewhere = not claimed and new.marker is None
+                if not held_elsewhere and self._find(batch.session_id) is None:
                     return new
             except BaseException:
                 discard(new)
                 raise
         discard(new)
+        if held_elsewhere:
+            # Listed nowhere yet, maybe: say who has it, as a refused claim does.
+            raise already_exists(
+                batch.session_id, ": another store or process is creating or writing it"
+            )
         raise already_exists(batch.session_id)
 
     def _remove_left(self, session_id: str) -> None:
