@@ -341,7 +341,8 @@ async def open_mock_server(
     as itself, not wrapped in an exception group. A SIGINT coming while a connection
     task runs is handed to the program's main task, as trio does in its own code, so
     the block (an agent runtime, say) ends its turns before the server closes the
-    connections they stream from. Ctrl-C raised in one of the server's connection
+    connections they stream from; it waits for the connection's synchronous code (a
+    policy) to return. Ctrl-C raised in one of the server's connection
     tasks (by a policy) or landing in its accept propagates as itself too, whatever
     the block did meanwhile: an error the block raised is its ``__context__``. So
     does a ``SystemExit`` raised there (a policy's), unless the block raised
