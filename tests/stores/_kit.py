@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from retinue._content import Text, ToolCall
-from retinue._errors import StoreError
+from retinue._errors import RetinueError, StoreError
 from retinue._request import LlmCallConfig
 from retinue._stream import (
     STOP,
@@ -48,7 +48,7 @@ from retinue.stores._backend import AppendBatch
 from retinue.stores._memory import MemoryBackend
 from retinue.stores._writebehind import BufferedStore
 
-__all__ = ["lines", "open_tool_turn", "run_turn", "tool_step"]
+__all__ = ["lines", "open_tool_turn", "refusal", "run_turn", "tool_step"]
 
 
 def _chunks(session: Session, turn: int, step: int, chunks: list[object]) -> list[int]:
@@ -349,3 +349,12 @@ async def close_into(
         outcomes.append(f"{exc.code}: {exc}")
     finally:
         ended.set()
+
+
+async def refusal(call: Callable[[], Awaitable[object]]) -> tuple[str, str | None]:
+    """The class and code of the retinue error *call* is refused with; fails if it is not."""
+    try:
+        await call()
+    except RetinueError as exc:
+        return type(exc).__name__, exc.code
+    raise AssertionError("the call was not refused")

@@ -10,22 +10,13 @@ from pathlib import Path
 import pytest
 import trio
 
-import retinue
 from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import JSONLStore
 from retinue.stores._jsonl import JSONLBackend
 from retinue.stores._writebehind import BufferedStore
-from tests.stores._kit import REAL_DEADLINE, lines, run_turn
+from tests.stores._kit import REAL_DEADLINE, lines, refusal, run_turn
 from tests.stores.conftest import StoreKit
-
-
-async def _refusal(call: Callable[[], Awaitable[object]]) -> tuple[str, str | None]:
-    try:
-        await call()
-    except retinue.RetinueError as exc:
-        return type(exc).__name__, exc.code
-    raise AssertionError("the call was not refused")
 
 
 def _taken(store: BufferedStore, session_id: str) -> Callable[[], Awaitable[object]]:
@@ -43,10 +34,10 @@ async def test_a_new_id_claimed_by_one_store_is_refused_to_another_until_release
     with trio.fail_after(REAL_DEADLINE):
         async with blocking_kit.open() as first, blocking_kit.open() as second:
             await first.claim_new("s")
-            assert await _refusal(_taken(second, "s")) == DUPLICATE
+            assert await refusal(_taken(second, "s")) == DUPLICATE
             await first.release_new("s")
             await second.claim_new("s")
-            assert await _refusal(_taken(first, "s")) == DUPLICATE
+            assert await refusal(_taken(first, "s")) == DUPLICATE
             await second.release_new("s")
             assert not await first.exists("s")
 
@@ -63,13 +54,13 @@ async def test_the_claim_passes_to_the_attached_session_and_goes_with_its_detach
             session = Session.create("s")
             first.attach_new(session)
             run_turn(session)
-            assert await _refusal(_taken(second, "s")) == DUPLICATE
+            assert await refusal(_taken(second, "s")) == DUPLICATE
             await first.flush(session)
             await first.release_new("s")
-            assert await _refusal(_taken(second, "s")) == DUPLICATE
-            assert await _refusal(lambda: second.load("s")) == ("StoreError", "SESSION_LOCKED")
+            assert await refusal(_taken(second, "s")) == DUPLICATE
+            assert await refusal(lambda: second.load("s")) == ("StoreError", "SESSION_LOCKED")
             await first.detach(session)
-            assert await _refusal(_taken(second, "s")) == DUPLICATE
+            assert await refusal(_taken(second, "s")) == DUPLICATE
             assert lines((await second.load("s")).events) == lines(session.events)
 
 
@@ -84,12 +75,12 @@ async def test_a_claim_refuses_a_stored_id_and_one_held_in_the_same_store(
             first.attach_new(old)
             run_turn(old)
             await first.detach(old)
-            assert await _refusal(_taken(first, "old")) == DUPLICATE
-            assert await _refusal(_taken(second, "old")) == DUPLICATE
+            assert await refusal(_taken(first, "old")) == DUPLICATE
+            assert await refusal(_taken(second, "old")) == DUPLICATE
             await first.claim_new("new")
-            assert await _refusal(_taken(first, "new")) == ("StoreError", "SESSION_TRACKED")
-            assert await _refusal(lambda: first.load("new")) == ("StoreError", "SESSION_TRACKED")
-            assert await _refusal(_taken(second, "new")) == DUPLICATE
+            assert await refusal(_taken(first, "new")) == ("StoreError", "SESSION_TRACKED")
+            assert await refusal(lambda: first.load("new")) == ("StoreError", "SESSION_TRACKED")
+            assert await refusal(_taken(second, "new")) == DUPLICATE
 
 
 async def test_closing_a_store_gives_up_its_claims_of_new_ids(blocking_kit: StoreKit) -> None:
@@ -99,7 +90,7 @@ async def test_closing_a_store_gives_up_its_claims_of_new_ids(blocking_kit: Stor
             first = blocking_kit.open()
             async with first:
                 await first.claim_new("s")
-                assert await _refusal(_taken(second, "s")) == DUPLICATE
+                assert await refusal(_taken(second, "s")) == DUPLICATE
             await second.claim_new("s")
             session = Session.create("s")
             second.attach_new(session)
@@ -136,7 +127,7 @@ async def test_a_first_write_that_fails_keeps_the_claim_for_its_retry(
                 patch.setattr(first._backend, "write", _failing_write)
                 with pytest.raises(StoreError):
                     await first.flush(session)
-            assert await _refusal(_taken(second, "s")) == DUPLICATE
+            assert await refusal(_taken(second, "s")) == DUPLICATE
             await first.flush(session)
             await first.detach(session)
             assert lines((await second.load("s")).events) == lines(session.events)
@@ -172,6 +163,6 @@ async def test_a_jsonl_group_undone_after_linking_a_new_file_keeps_its_claim(
                     await first.flush(session)
             assert len(syncs) == 2
             assert not await second.exists("s")
-            assert await _refusal(_taken(second, "s")) == DUPLICATE
+            assert await refusal(_taken(second, "s")) == DUPLICATE
             await first.detach(session)
             assert lines((await second.load("s")).events) == lines(session.events)

@@ -15,16 +15,8 @@ from retinue._errors import StoreError
 from retinue.stores import SQLiteStore
 from retinue.testing import DelegatingStore, Reply, ScriptedModel
 from tests.helpers import OPTIONS, user_texts
-from tests.stores._kit import REAL_DEADLINE
+from tests.stores._kit import REAL_DEADLINE, refusal
 from tests.stores.conftest import StoreKit
-
-
-async def _refusal(call: Callable[[], Awaitable[object]]) -> tuple[str, str | None]:
-    try:
-        await call()
-    except retinue.RetinueError as exc:
-        return type(exc).__name__, exc.code
-    raise AssertionError("the call was not refused")
 
 
 def _runtime(kit: StoreKit) -> AbstractAsyncContextManager[retinue.Runtime]:
@@ -47,11 +39,11 @@ async def test_a_runtime_creating_an_id_another_store_has_live_is_refused_either
             first = await one.create_agent("a", OPTIONS, session_id="s")
             errors: list[object] = []
             one.hooks.on("agent/error", lambda *args: errors.append(args[-1]), agent=first)
-            assert await _refusal(_create(two, "s")) == ("SessionError", "SESSION_ALREADY_EXISTS")
+            assert await refusal(_create(two, "s")) == ("SessionError", "SESSION_ALREADY_EXISTS")
             assert (await first.ask("first")).reason.kind == "completed"
-            assert await _refusal(_create(two, "s")) == ("SessionError", "SESSION_ALREADY_EXISTS")
+            assert await refusal(_create(two, "s")) == ("SessionError", "SESSION_ALREADY_EXISTS")
             await first.dispose()
-            assert await _refusal(_create(two, "s")) == ("SessionError", "SESSION_ALREADY_EXISTS")
+            assert await refusal(_create(two, "s")) == ("SessionError", "SESSION_ALREADY_EXISTS")
             resumed = await two.resume_agent("s", OPTIONS)
             assert user_texts(resumed.session.events) == ["first"]
         assert errors == []
@@ -69,9 +61,9 @@ async def test_a_fork_and_a_creation_of_one_id_through_two_stores_meet_at_the_se
             assert (await source.ask("hello")).reason.kind == "completed"
             await two.create_agent("b", OPTIONS, session_id="created")
             fork = one.fork_agent_session("source", "created")
-            assert await _refusal(lambda: one.start_forked(fork, OPTIONS)) == taken
+            assert await refusal(lambda: one.start_forked(fork, OPTIONS)) == taken
             child = await one.start_forked(one.fork_agent_session("source", "forked"), OPTIONS)
-            assert await _refusal(_create(two, "forked")) == taken
+            assert await refusal(_create(two, "forked")) == taken
             assert (await child.ask("again")).reason.kind == "completed"
             assert user_texts(child.session.events) == ["hello", "again"]
 
@@ -124,7 +116,7 @@ async def test_a_store_without_new_claims_is_asked_whether_the_id_is_stored(
             agent = await rt.create_agent("a", OPTIONS, session_id="s")
             assert (await agent.ask("hello")).reason.kind == "completed"
             await agent.dispose()
-            assert await _refusal(_create(rt, "s")) == ("SessionError", "SESSION_ALREADY_EXISTS")
+            assert await refusal(_create(rt, "s")) == ("SessionError", "SESSION_ALREADY_EXISTS")
         async with SQLiteStore(path) as reader:
             assert user_texts((await reader.load("s")).events) == ["hello"]
             with pytest.raises(StoreError):
@@ -142,7 +134,7 @@ async def test_a_delegating_store_claims_new_ids_in_the_store_it_wraps(tmp_path:
             retinue.open_runtime(models=model, store=DelegatingStore(SQLiteStore(path))) as two,
         ):
             first = await one.create_agent("a", OPTIONS, session_id="s")
-            assert await _refusal(_create(two, "s")) == ("SessionError", "SESSION_ALREADY_EXISTS")
+            assert await refusal(_create(two, "s")) == ("SessionError", "SESSION_ALREADY_EXISTS")
             assert (await first.ask("first")).reason.kind == "completed"
             with pytest.raises(ValueError, match="setup failed"):
                 await two.create_agent("b", OPTIONS, session_id="t", setup=_failing_setup)
