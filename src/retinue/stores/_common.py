@@ -27,6 +27,7 @@ __all__ = [
     "check_cancelled",
     "check_version",
     "claim_new_id",
+    "held_elsewhere",
     "listed_header",
     "listing_of",
     "lock_file",
@@ -248,6 +249,12 @@ def already_exists(session_id: str, why: str = "") -> StoreError:
     return StoreError(f"session {session_id!r} already exists{why}", code="SESSION_ALREADY_EXISTS")
 
 
+def held_elsewhere(session_id: str) -> StoreError:
+    """The refusal of creating a session another store or process holds: listed nowhere yet,
+    maybe, so it says who has it, or the refusal would read as a mistake."""
+    return already_exists(session_id, ": another store or process is creating or writing it")
+
+
 def claim_new_id(
     session_id: str,
     take: Callable[[], bool],
@@ -266,10 +273,7 @@ def claim_new_id(
     except StoreError as exc:
         if exc.code != "SESSION_LOCKED":
             raise
-        # Not listed anywhere yet, maybe: say who has it, or the refusal reads as a mistake.
-        raise already_exists(
-            session_id, ": another store or process is creating or writing it"
-        ) from exc
+        raise held_elsewhere(session_id) from exc
     try:
         if stored():
             raise already_exists(session_id)

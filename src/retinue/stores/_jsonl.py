@@ -16,7 +16,14 @@ from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch
-from ._common import already_exists, cannot_open, claim_new_id, refuse_nul, written_whole
+from ._common import (
+    already_exists,
+    cannot_open,
+    claim_new_id,
+    held_elsewhere,
+    refuse_nul,
+    written_whole,
+)
 from ._jsonlclaims import NewClaims
 from ._jsonlfiles import (
     ATTEMPTS,
@@ -250,19 +257,14 @@ class JSONLBackend(SessionFileReads):
                 # A claimed id's marker is held already: the claim keeps it until linked in.
                 if not claimed:
                     new.marker = mark_creation(temporary, self._root, path.stem)
-                held_elsewhere = not claimed and new.marker is None
-                if not held_elsewhere and self._find(batch.session_id) is None:
+                elsewhere = not claimed and new.marker is None
+                if not elsewhere and self._find(batch.session_id) is None:
                     return new
             except BaseException:
                 discard(new)
                 raise
         discard(new)
-        if held_elsewhere:
-            # Listed nowhere yet, maybe: say who has it, as a refused claim does.
-            raise already_exists(
-                batch.session_id, ": another store or process is creating or writing it"
-            )
-        raise already_exists(batch.session_id)
+        raise held_elsewhere(batch.session_id) if elsewhere else already_exists(batch.session_id)
 
     def _remove_left(self, session_id: str) -> None:
         """Remove the file a failed creation of *session_id* left, before creating it again."""
