@@ -24,7 +24,7 @@ from retinue.stores._jsonl import JSONLBackend, session_path
 from retinue.testing import Reply, ScriptedModel
 from tests.helpers import OPTIONS
 from tests.stores._jsonl_files_kit import session_of
-from tests.stores._kit import REAL_DEADLINE, lines, run_turn
+from tests.stores._kit import REAL_DEADLINE, attach_undrained, lines, run_turn
 
 MARKERS = ".creating"
 
@@ -184,9 +184,7 @@ async def test_jsonl_a_first_write_of_an_id_another_store_claims_says_who_has_it
     with trio.fail_after(REAL_DEADLINE):
         async with JSONLStore(tmp_path) as holder, JSONLStore(tmp_path) as writer:
             await holder.claim_new("s")
-            session = Session.create("s")
-            writer.attach_new(session)
-            run_turn(session)
+            session = attach_undrained(writer, "s")
             with pytest.raises(StoreError) as caught:
                 await writer.flush(session)
             assert caught.value.code == "SESSION_ALREADY_EXISTS"

@@ -15,7 +15,7 @@ from retinue.session import Session
 from retinue.stores import JSONLStore
 from retinue.stores._jsonl import JSONLBackend
 from retinue.stores._writebehind import BufferedStore
-from tests.stores._kit import REAL_DEADLINE, lines, refusal, run_turn
+from tests.stores._kit import REAL_DEADLINE, attach_undrained, lines, refusal, run_turn
 from tests.stores.conftest import StoreKit
 
 
@@ -51,9 +51,7 @@ async def test_the_claim_passes_to_the_attached_session_and_goes_with_its_detach
     with trio.fail_after(REAL_DEADLINE):
         async with blocking_kit.open() as first, blocking_kit.open() as second:
             await first.claim_new("s")
-            session = Session.create("s")
-            first.attach_new(session)
-            run_turn(session)
+            session = attach_undrained(first, "s")
             assert await refusal(_taken(second, "s")) == DUPLICATE
             await first.flush(session)
             await first.release_new("s")
@@ -92,9 +90,7 @@ async def test_closing_a_store_gives_up_its_claims_of_new_ids(blocking_kit: Stor
                 await first.claim_new("s")
                 assert await refusal(_taken(second, "s")) == DUPLICATE
             await second.claim_new("s")
-            session = Session.create("s")
-            second.attach_new(session)
-            run_turn(session)
+            session = attach_undrained(second, "s")
             await second.detach(session)
             assert lines((await second.load("s")).events) == lines(session.events)
 
@@ -120,9 +116,7 @@ async def test_a_first_write_that_fails_keeps_the_claim_for_its_retry(
     with trio.fail_after(REAL_DEADLINE):
         async with blocking_kit.open() as first, blocking_kit.open() as second:
             await first.claim_new("s")
-            session = Session.create("s")
-            first.attach_new(session)
-            run_turn(session)
+            session = attach_undrained(first, "s")
             with monkeypatch.context() as patch:
                 patch.setattr(first._backend, "write", _failing_write)
                 with pytest.raises(StoreError):
@@ -154,9 +148,7 @@ async def test_a_jsonl_group_undone_after_linking_a_new_file_keeps_its_claim(
     with trio.fail_after(REAL_DEADLINE):
         async with JSONLStore(tmp_path) as first, JSONLStore(tmp_path) as second:
             await first.claim_new("s")
-            session = Session.create("s")
-            first.attach_new(session)
-            run_turn(session)
+            session = attach_undrained(first, "s")
             with monkeypatch.context() as patch:
                 patch.setattr(JSONLBackend, "_sync", sync)
                 with pytest.raises(StoreError):
