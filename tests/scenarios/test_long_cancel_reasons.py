@@ -52,3 +52,14 @@ async def test_a_cancel_reason_of_a_thousand_characters_is_told_whole(
     reason = "y" * 1000
     texts, _ended = await _cancelled_results(reason)
     assert all(f"cancelled ({reason})" in text for text in texts)
+
+
+async def test_a_long_cancel_reason_is_cut_where_a_character_ends(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.28: the quoted start of a long reason does not part a letter from its accent,
+    which would show the model a different character."""
+    reason = "x" * 999 + "e\u0301" + "y" * 2000
+    texts, _ended = await _cancelled_results(reason)
+    for text in texts:
+        assert f"cancelled ({'x' * 999}... (3001 characters))" in text

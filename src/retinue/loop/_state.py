@@ -7,6 +7,7 @@ import logging
 import attrs
 
 from retinue._content import ContentBlock, Text, ToolCall, content_text
+from retinue._cuts import text_start
 from retinue._errors import describe_failure, error_code, leaf_error
 from retinue._stream import Usage
 from retinue.session import (
@@ -364,7 +365,7 @@ def _quoted(reason: str | None) -> str | None:
     """*reason* as a result quotes it: whole, or a long one by its start and length."""
     if reason is None or len(reason) <= _QUOTED_REASON:
         return reason
-    return f"{reason[:_QUOTED_REASON]}... ({len(reason)} characters)"
+    return f"{text_start(reason, _QUOTED_REASON)}... ({len(reason)} characters)"
 
 
 def _error_name(code: str) -> str:
