@@ -1,5 +1,5 @@
 """Ctrl-C, and a ``SystemExit``, reach the caller of ``open_mock_server`` as themselves,
-wherever they land."""
+wherever they land; landing in a connection task, they end its block first."""
 
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ async def _serve_one_interrupted_request() -> BaseException | None:
             open_mock_server(_interrupted) as server,
             httpx2.AsyncClient(base_url=server.base_url) as client,
         ):
-            with contextlib.suppress(httpx2.TransportError):  # the connection is closed
-                await client.post("/v1/chat/completions", json={"model": "m", "messages": []})
-            await trio.sleep_forever()  # until the interrupt cancels the block
+            # Cancelled as it waits for the answer: the interrupt ends the block first.
+            await client.post("/v1/chat/completions", json={"model": "m", "messages": []})
+            await trio.sleep_forever()
     # Caught whole, a group too: one reaching pytest would end the whole run as Ctrl-C does.
     except BaseException as exc:
         return exc
@@ -59,16 +59,16 @@ def _exiting(_call: MockCall) -> MockResponse:
     raise SystemExit(3)
 
 
-async def _interrupted_until_cut(
+async def _interrupted_while_served(
     latency: float, error: BaseException | None, policy: Policy = _interrupted
-) -> BaseException:
+) -> tuple[BaseException, list[bytes | int]]:
     """What ``open_mock_server`` raises when Ctrl-C (or what else *policy* raises) lands in
-    a connection task and the block returns (or raises *error*) as soon as it sees that
-    connection cut.
-
-    The client's socket closes only after the server has, so nothing but the cut ends
-    the block's wait: it ends while the connection task still closes its stream.
+    a connection task while the block waits for that connection's answer, and what the
+    block saw: the connections still open when it was cancelled, else the bytes it got
+    (``b""``: its connection cut). As it is cancelled the block raises *error*, if given,
+    as a cleanup that fails does.
     """
+    seen: list[bytes | int] = []
     try:
         async with (
             contextlib.AsyncExitStack() as stack,
@@ -78,72 +78,75 @@ async def _interrupted_until_cut(
             stream = await trio.open_tcp_stream(host, int(port))
             stack.push_async_callback(stream.aclose)
             await stream.send_all(REQUEST)
-            assert await stream.receive_some() == b""
-            if error is not None:
-                raise error
+            try:
+                seen.append(await stream.receive_some())
+            except trio.Cancelled:
+                seen.append(server.statistics().connections_open)
+                if error is not None:
+                    raise error from None
+                raise
     # Caught whole, as above: Ctrl-C reaching pytest would end the whole run.
     except BaseException as exc:
-        return exc
-    raise AssertionError("open_mock_server raised nothing")
+        return exc, seen
+    raise AssertionError(f"open_mock_server raised nothing; the block saw {seen}")
 
 
 @pytest.mark.parametrize("latency", [0.0, 0.001])
-async def test_ctrl_c_in_a_connection_task_survives_the_block_ending_at_the_cut(
+async def test_ctrl_c_in_a_connection_task_ends_the_block_first_its_connection_open(
     latency: float,
 ) -> None:
-    """Ctrl-C in a connection task comes out of ``open_mock_server`` though the block
-    ends as soon as it sees the connection cut, with no latency or with one. The block
-    ending cancels the server while that task still closes its stream, and the
-    ``Cancelled`` raised there does not take the place of Ctrl-C: the server does not
-    exit quietly."""
+    """Ctrl-C in a connection task cancels the block while that connection stays open, with
+    no latency or with one, so a runtime in the block ends its turns before the server
+    closes the connections they stream from; then it comes out of ``open_mock_server``,
+    the block's cancel not its context."""
     with trio.fail_after(REAL_DEADLINE):
-        raised = await _interrupted_until_cut(latency, None)
+        raised, seen = await _interrupted_while_served(latency, None)
     assert type(raised) is KeyboardInterrupt, repr(raised)
     assert raised.__context__ is None
+    assert seen == [1]
 
 
-async def test_ctrl_c_in_a_connection_task_wins_over_the_block_s_error_at_the_cut() -> None:
-    """A block that raises its own error as it sees the connection cut gets Ctrl-C out of
+async def test_ctrl_c_in_a_connection_task_wins_over_the_block_s_error_as_it_ends() -> None:
+    """A block that raises its own error as it is cancelled gets Ctrl-C out of
     ``open_mock_server``, its error chained as the context, as Python chains one raised
     while another is handled, not its error alone, Ctrl-C lost."""
     with trio.fail_after(REAL_DEADLINE):
-        raised = await _interrupted_until_cut(0.0, ConnectionError("the server went away"))
+        raised, _ = await _interrupted_while_served(0.0, ConnectionError("a cleanup failed"))
     assert type(raised) is KeyboardInterrupt, repr(raised)
     assert isinstance(raised.__context__, ConnectionError)
 
 
 @pytest.mark.parametrize("latency", [0.0, 0.001])
-async def test_a_policy_s_system_exit_survives_the_block_ending_at_the_cut(
+async def test_a_policy_s_system_exit_ends_the_block_first_its_connection_open(
     latency: float,
 ) -> None:
-    """A policy's ``SystemExit`` comes out of ``open_mock_server``, its status kept, though
-    the block ends as soon as it sees the connection cut, as Ctrl-C does: the ``Cancelled``
-    raised as the connection task closes its stream does not take its place, so the server
-    does not exit quietly, the exit lost."""
+    """A policy's ``SystemExit`` cancels the block while its connection stays open, as
+    Ctrl-C does, then comes out of ``open_mock_server``, its status kept."""
     with trio.fail_after(REAL_DEADLINE):
-        raised = await _interrupted_until_cut(latency, None, _exiting)
+        raised, seen = await _interrupted_while_served(latency, None, _exiting)
     assert type(raised) is SystemExit, repr(raised)
     assert raised.code == 3
+    assert seen == [1]
 
 
 @pytest.mark.parametrize(
     ("error", "expected"),
     [
-        (ConnectionError("the server went away"), SystemExit),
+        (ConnectionError("a cleanup failed"), SystemExit),
         (KeyboardInterrupt(), KeyboardInterrupt),
         (BaseExceptionGroup("the block's nursery", [KeyboardInterrupt()]), BaseExceptionGroup),
     ],
     ids=["an error", "ctrl-c", "ctrl-c in a group"],
 )
-async def test_a_policy_s_system_exit_beside_the_block_s_own_ending_at_the_cut(
+async def test_a_policy_s_system_exit_beside_the_block_s_own_ending(
     error: BaseException, expected: type[BaseException]
 ) -> None:
-    """A block raising its own error as it sees the connection cut gets the policy's
-    ``SystemExit``, its error as the context; Ctrl-C the block raises wins over it, bare
-    or in a group of the block's own nursery, raised as the block raised it (the group's
-    Ctrl-C not lost to the SystemExit)."""
+    """A block raising its own error as it is cancelled gets the policy's ``SystemExit``,
+    its error as the context; Ctrl-C the block raises wins over it, bare or in a group of
+    the block's own nursery, raised as the block raised it (the group's Ctrl-C not lost
+    to the SystemExit)."""
     with trio.fail_after(REAL_DEADLINE):
-        raised = await _interrupted_until_cut(0.0, error, _exiting)
+        raised, _ = await _interrupted_while_served(0.0, error, _exiting)
     assert type(raised) is expected, repr(raised)
     if expected is BaseExceptionGroup:
         assert raised is error

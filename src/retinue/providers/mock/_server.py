@@ -6,7 +6,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
-from typing import final
+from typing import NoReturn, final
 
 import attrs
 import httpx2
@@ -119,6 +119,8 @@ class MockServer:
         self._ending: Ending | None = None
         """The first Ctrl-C (else ``SystemExit``) that landed in a connection task or an
         accept, for open_mock_server."""
+        self._block: trio.CancelScope | None = None
+        """The scope of open_mock_server's block, which such an ending cancels first."""
         # Parked on by an accept out of descriptors, until a connection closes.
         self._closed = trio.lowlevel.ParkingLot()
 
@@ -237,29 +239,50 @@ class MockServer:
         ):
             self._ending = ending
 
-    # Ctrl-C coming while a connection's task runs is handed to the main task, as it is in
-    # trio's own code: raised here, it would close every connection the server holds while
-    # the agents streaming from them still run, and their turns would be stored as failed
-    # streams, where the runtime ends each turn in flight disposed.
+    async def _end(self, error: BaseException) -> NoReturn:
+        """Keep *error* if it ends the run (Ctrl-C, a ``SystemExit``), cancel open_mock_server's
+        block alone and wait, the task's connection open, until the server closes once the
+        block is out. Raises *error* if it ends nothing, or when no block runs (:meth:`run`).
+
+        Raised at once, the ending would cancel the server's nursery: every connection would
+        close while the agents streaming from them still run, and their turns would be stored
+        as failed streams, where a runtime in the block ends each turn in flight disposed.
+        """
+        ending = ending_in(error)
+        self._keep_ending(ending)
+        if ending is None or self._block is None:
+            raise error
+        self._block.cancel()
+        await trio.sleep_forever()
+
+    # Protected from Ctrl-C except while the connection is served: the server's own
+    # bookkeeping is never left half done, and a policy that runs without end cannot hold
+    # Ctrl-C back, as it would if the whole task were protected.
     @trio.lowlevel.enable_ki_protection
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
         self._counts["open"] += 1
         self._counts["total"] += 1
         try:
-            await Connection(self, stream, MAX_REQUEST_BYTES).serve()
+            await _serve_unprotected(Connection(self, stream, MAX_REQUEST_BYTES))
         except BaseException as exc:
             # Kept before the checkpoints that close the stream (here and in trio's
             # serve_listeners): once the server is cancelled, the Cancelled one of them
             # raises takes the place of Ctrl-C (or SystemExit), and the server's cancelled
             # scope swallows it.
-            self._keep_ending(ending_in(exc))
-            raise
+            await self._end(exc)
         finally:
             self._counts["open"] -= 1
             try:
                 await stream.aclose()
             finally:
                 self._closed.unpark_all()  # a descriptor freed: an accept may wait for one
+
+
+@trio.lowlevel.disable_ki_protection
+async def _serve_unprotected(connection: Connection) -> None:
+    """Serve *connection*, Ctrl-C landing in its synchronous code (a policy's, a ``Timing``
+    function's) as that runs; coming while it waits, trio hands Ctrl-C to the main task."""
+    await connection.serve()
 
 
 @final
@@ -338,16 +361,17 @@ async def open_mock_server(
     Opens its own nursery; yields once the server listens; leaving the block
     cancels the server and every connection it holds. An exception from the
     block, or the ``OSError`` of an address it cannot listen on, propagates
-    as itself, not wrapped in an exception group. A SIGINT coming while a connection
-    task runs is handed to the program's main task, as trio does in its own code, so
-    the block (an agent runtime, say) ends its turns before the server closes the
-    connections they stream from; it waits for the connection's synchronous code (a
-    policy) to return. Ctrl-C raised in one of the server's connection
-    tasks (by a policy) or landing in its accept propagates as itself too, whatever
-    the block did meanwhile: an error the block raised is its ``__context__``. So
-    does a ``SystemExit`` raised there (a policy's), unless the block raised
-    Ctrl-C (bare, or in a group of its own nursery, raised as the block raised it).
-    The options are :class:`MockServer`'s.
+    as itself, not wrapped in an exception group. Ctrl-C (a SIGINT) landing in a
+    connection task, in a policy's synchronous code say, even one that loops without
+    end, or raised there, cancels the block alone: the connections stay open until
+    it is out, so a runtime in it ends its turns in flight disposed before the server
+    closes the connections they stream from. Coming between the server's synchronous
+    steps, it goes to the program's main task, as trio hands it. Ctrl-C from a
+    connection task, or raised in the accept, propagates as itself, whatever the block
+    did meanwhile: an error the block raised is its ``__context__``. So does a
+    ``SystemExit`` raised there (a policy's), unless the block raised Ctrl-C (bare,
+    or in a group of its own nursery, raised as the block raised it). The options
+    are :class:`MockServer`'s.
     """
     server = MockServer(policy, timing=timing, seed=seed, max_calls=max_calls)
     failure: BaseException | None = None
@@ -358,12 +382,13 @@ async def open_mock_server(
             except OSError as exc:  # a port in use, say: raised below, as itself
                 failure = exc
             else:
-                try:
-                    yield server
-                except BaseException as exc:  # re-raised below, outside the nursery, unwrapped
-                    failure = exc
-                finally:
-                    nursery.cancel_scope.cancel()
+                with trio.CancelScope() as server._block:
+                    try:
+                        yield server
+                    except BaseException as exc:  # re-raised below, outside the nursery
+                        failure = exc
+                    finally:
+                        nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         _raise_group(group, server._ending, failure)
     ending = server._ending
