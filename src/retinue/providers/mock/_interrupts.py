@@ -54,7 +54,7 @@ def raise_ending(ending: Ending, failure: BaseException | None) -> NoReturn:
 
 class WatchedListener(trio.abc.Listener[trio.SocketStream]):
     """A listener that hands out every queued connection at once, and keeps a Ctrl-C
-    (or ``SystemExit``) landing in its accept for *keep*, then raises it.
+    (or ``SystemExit``) raised in its accept for *keep*, then raises it.
 
     Trio's accept takes one connection a scheduler pass. The server shares its
     run with the agents it serves, whose pass grows with their number: a burst
@@ -88,6 +88,10 @@ class WatchedListener(trio.abc.Listener[trio.SocketStream]):
         self._taken: deque[trio.SocketStream] = deque()
         self._starved = False
 
+    # Protected from Ctrl-C: a SIGINT coming while it runs is handed to the main task, as
+    # trio's own code hands it, and never cancels the server before its caller. Its
+    # synchronous code, the drain, ends when the listen queue is empty.
+    @trio.lowlevel.enable_ki_protection
     async def accept(self) -> trio.SocketStream:
         if self._taken:
             await trio.lowlevel.checkpoint_if_cancelled()
