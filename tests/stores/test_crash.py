@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from retinue._errors import StoreError
-from retinue.session import RequestHeader, Session, TurnEnd, TurnStart
+from retinue.session import Event, RequestHeader, Session, TurnEnd, TurnStart
 from retinue.session._codec import encode_event
 from retinue.stores._writebehind import BufferedStore
 from retinue.testing import check_history_replay, check_session_invariants
@@ -84,46 +84,58 @@ def _acknowledged(side: Path, agent_id: str) -> list[str]:
 
 
 class Tracker:
-    """What the parent knows about each agent's log across runs."""
+    """What the parent knows about each agent's log across runs.
+
+    Each load must hold the log the previous load verified as its exact
+    prefix: the child only appends, and a load's repair (R11.8, R11.9) only
+    closes or trims what lies past a flushed, balanced log, which the previous
+    load already made durable. So an acknowledged line matched against that
+    prefix once still matches, and only the lines acknowledged since need
+    matching; the invariants and the replay still run over the whole log.
+    """
 
     def __init__(self) -> None:
-        self.lengths: dict[str, int] = {}
+        self.logs: dict[str, tuple[Event, ...]] = {}
+        self.matched: dict[str, int] = {}
+        self.last_turns: dict[str, int] = {}
         self.repaired = 0
         self.resumed_turns = 0
 
+    @property
+    def lengths(self) -> dict[str, int]:
+        return {agent_id: len(log) for agent_id, log in self.logs.items()}
+
     def check(self, session: Session, acknowledged: list[str]) -> None:
-        events = session.events
+        events = tuple(session.events)
         check_session_invariants(events)
         check_history_replay(events)
         assert not session.is_turn_open
-        for line in acknowledged:
+        before = self.logs.get(session.id, ())
+        assert events[: len(before)] == before, f"{session.id}: a verified event changed"
+        for line in acknowledged[self.matched.get(session.id, 0) :]:
             seq = json.loads(line)["seq"]
             assert seq < len(events), f"{session.id}: acknowledged seq {seq} is missing"
             assert encode_event(events[seq]) == line, f"{session.id}: seq {seq} changed"
-        last = events[-1].data if len(events) else None
+        last = events[-1].data if events else None
         if isinstance(last, TurnEnd) and last.reason.kind == "interrupted":
             self.repaired += 1
-        self._check_resume(session)
-        self.lengths[session.id] = len(events)
+        self._check_resume(session.id, events[len(before) :])
+        self.logs[session.id] = events
+        self.matched[session.id] = len(acknowledged)
 
-    def _check_resume(self, session: Session) -> None:
+    def _check_resume(self, agent_id: str, added: tuple[Event, ...]) -> None:
         """R11.16: after a resume, turns continue and the first request logs a resume header."""
-        before = self.lengths.get(session.id)
-        if before is None:
-            return
-        events = session.events[before:]
-        starts = [event.data for event in events if isinstance(event.data, TurnStart)]
-        headers = [event.data for event in events if isinstance(event.data, RequestHeader)]
-        if starts:
-            previous = [
-                e.data.turn for e in session.events[:before] if isinstance(e.data, TurnStart)
-            ]
-            assert starts[0].turn == (previous[-1] if previous else 0) + 1
+        starts = [event.data for event in added if isinstance(event.data, TurnStart)]
+        headers = [event.data for event in added if isinstance(event.data, RequestHeader)]
+        if agent_id in self.logs and starts:
+            assert starts[0].turn == self.last_turns.get(agent_id, 0) + 1
             self.resumed_turns += 1
-        if headers:
+        if agent_id in self.logs and headers:
             assert headers[0].reason == "resume", (
-                f"{session.id}: first header after resume is {headers[0].reason}"
+                f"{agent_id}: first header after resume is {headers[0].reason}"
             )
+        if starts:
+            self.last_turns[agent_id] = starts[-1].turn
 
 
 async def _load(store: BufferedStore, agent_id: str) -> Session:
