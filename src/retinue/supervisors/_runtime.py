@@ -173,13 +173,13 @@ class Runtime:
         ``SessionError(INVALID_SESSION_ID)`` for an empty name or an id no store can hold, and
         ``SessionError(SESSION_ALREADY_EXISTS)`` for an id live here, stored, or claimed by
         another store of the same storage (one SQLite file, another process), stored yet or
-        not (``StoreError(SESSION_TRACKED)`` for one live in another runtime sharing the store),
-        and ``AgentError(WAITS_FOR_ITSELF)`` from the own tool, listener or teardown of an agent
-        of that id being torn down, which its teardown waits for (``WAIT_CYCLE`` from an agent
-        that teardown waits for through others). The store claims the id from here on (one open
-        file on the JSONL and SQLite stores), until the agent's teardown lets the session go
-        (one whose last flush failed keeps it, for a load to take over) or its creation
-        fails; a custom store without
+        not (``StoreError(SESSION_TRACKED)`` for one live in another runtime sharing the store).
+        An agent of that id being torn down (its dispose begun, by any task) is waited for
+        first, as by a resume; ``AgentError(WAITS_FOR_ITSELF)`` from its own tool, listener or
+        teardown (``WAIT_CYCLE`` from an agent that teardown waits for through others). The
+        store claims the id from here on (one open file on the JSONL and SQLite stores), until
+        the agent's teardown lets the session go (one whose last flush failed keeps it, for a
+        load to take over) or its creation fails; a custom store without
         ``claim_new`` (see :class:`~retinue.stores.SessionStore`) only says whether it is stored.
         Cancellation before publication leaves nothing behind; ``RuntimeError`` once the
         runtime is shutting down (its close aborts a creation in flight).
@@ -201,14 +201,14 @@ class Runtime:
         """Load *agent_id*'s session from the store (repairing a crashed tail) and start it.
 
         Seqs and turn numbers continue; the first request logs a ``resume`` header
-        (R11.15, R11.16). An agent with this id still being torn down is waited
-        for: its session is free once detached (R12.9). If that agent's final
-        flush failed, its buffered events are committed first, so the loaded
-        log lacks none of them; while the store still fails, this raises its
-        ``StoreError`` and a later call tries again. Called from that agent's own
-        tool, listener or teardown, which its teardown waits for, it raises
-        ``AgentError(WAITS_FOR_ITSELF)`` (``WAIT_CYCLE`` from an agent that
-        teardown waits for through others).
+        (R11.15, R11.16). An agent with this id being torn down (its dispose begun, by any
+        task) is waited for: its session is free once detached (R12.9). If that agent's
+        final flush failed, its buffered events are committed first, so the loaded log
+        lacks none of them; while the store still fails, this raises its ``StoreError``
+        and a later call tries again. A deadline ending the wait leaves nothing done.
+        Called from that agent's own tool, listener or teardown, which its teardown
+        waits for, it raises ``AgentError(WAITS_FOR_ITSELF)`` (``WAIT_CYCLE`` from an
+        agent that teardown waits for through others).
 
         *options* without a ``model`` keep the stored model and settings; each
         setting they give (provider, temperature, max_tokens, stop) replaces

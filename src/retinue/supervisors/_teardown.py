@@ -64,25 +64,41 @@ class Teardowns:
         """Wait until no teardown of *agent_id* is under way or due; always a checkpoint.
 
         One is due for an agent its supervisor gave up: disposed, it is torn
-        down once its driver has exited.
+        down once its driver has exited. Looked for again after each wait, the
+        last time with no checkpoint before the caller takes the id: a dispose
+        begun while the call yielded is waited for too, not met as a live agent.
         """
+        tearing_down = self._due(agent_id)
+        if tearing_down is None:
+            await trio.lowlevel.checkpoint()
+            tearing_down = self._due(agent_id)
+            if tearing_down is None:
+                return
+        while True:
+            if tearing_down.in_own_driver() or tearing_down_agent() is tearing_down:
+                # From that agent's own tool, listener or teardown: the teardown waits for it.
+                raise AgentError(
+                    f"agent {agent_id!r} is being torn down, which waits for this call from "
+                    "its own turn or teardown: its id would never be free",
+                    code="WAITS_FOR_ITSELF",
+                )
+            # Its teardown frees the id as it ends; a creation racing for it then
+            # finds the id taken again, which is what it would have found anyway.
+            await _wait_for_teardown(tearing_down, agent_id)
+            tearing_down = self._due(agent_id)
+            if tearing_down is None:
+                return
+
+    def _due(self, agent_id: str) -> AgentCore | None:
+        """The core of the agent *agent_id* whose teardown is under way or due, if any."""
         tearing_down = self._running.get(agent_id)
         live = self._agents.get(agent_id)
         if tearing_down is None and live is not None and core_of(live).disposed:
             tearing_down = core_of(live)
-        if tearing_down is None:
-            await trio.lowlevel.checkpoint()
-            return
-        if tearing_down.in_own_driver() or tearing_down_agent() is tearing_down:
-            # From that agent's own tool, listener or teardown: the teardown waits for it.
-            raise AgentError(
-                f"agent {agent_id!r} is being torn down, which waits for this call from its "
-                "own turn or teardown: its id would never be free",
-                code="WAITS_FOR_ITSELF",
-            )
-        # Its teardown frees the id as it ends; a creation racing for it then
-        # finds the id taken again, which is what it would have found anyway.
-        await _wait_for_teardown(tearing_down, agent_id)
+        # One whose teardown was cut short (by a Ctrl-C) stays registered: not waited for again.
+        if tearing_down is None or tearing_down.torn_down.is_set():
+            return None
+        return tearing_down
 
     async def dispose(self, agent: Agent) -> None:
         """Start the agent's teardown (R12.9) and wait for it; memoized (R12.8).

@@ -1,0 +1,91 @@
+"""A runtime call made as an agent's dispose begins, and a store whose detach can be held."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import partial
+
+import attrs
+import outcome
+import pytest
+import trio
+
+import retinue
+from retinue.session import Session
+from retinue.stores._writebehind import BufferedStore
+from retinue.testing import DelegatingStore
+from tests.helpers import OPTIONS
+
+__all__ = ["HeldDetach", "RacedCall", "race_until_in_flight"]
+
+ATTEMPTS = 64
+"""Races run before giving up: each is won about one time in two."""
+
+
+class HeldDetach(DelegatingStore):
+    """Passes every operation through, but a detach waits until :attr:`hold` is set."""
+
+    def __init__(self, store: BufferedStore) -> None:
+        super().__init__(store)
+        self.hold = trio.Event()
+
+    async def detach(self, session: Session) -> None:
+        await self.hold.wait()
+        await super().detach(session)
+
+
+@attrs.define(eq=False)
+class RacedCall:
+    """A call started as an agent's dispose: whether the dispose began while it was under
+    way, having yielded at its first checkpoint, and how the call ended."""
+
+    began: bool = False
+    disposed_in_flight: bool | None = None
+    result: outcome.Outcome[retinue.Agent] | None = None
+    ended_at: float | None = None
+    ended: trio.Event = attrs.field(factory=trio.Event)
+
+    @property
+    def agent(self) -> retinue.Agent:
+        """The agent the call returned (raising what it raised)."""
+        assert self.result is not None, "the call has not ended"
+        return self.result.unwrap()
+
+    async def run(self, call: Callable[[], Awaitable[retinue.Agent]]) -> None:
+        # Set in the step that runs the call up to its first checkpoint.
+        self.began = True
+        self.result = await outcome.acapture(call)
+        self.ended_at = trio.current_time()
+        self.ended.set()
+
+    async def dispose_once_begun(self, agent: retinue.Agent) -> None:
+        while not self.began:
+            await trio.lowlevel.checkpoint()
+        # Not ended yet, the call has yielded at its first checkpoint and not gone on:
+        # the step after it would have refused the agent, still live, at once.
+        self.disposed_in_flight = self.result is None
+        await agent.dispose()
+
+
+async def race_until_in_flight(
+    nursery: trio.Nursery, rt: retinue.Runtime, call: Callable[[str], Awaitable[retinue.Agent]]
+) -> tuple[retinue.Agent, RacedCall]:
+    """Start ``call(id)`` in *nursery* alongside the dispose of an agent of that id with one
+    turn stored, until the dispose begins while the call is under way: the order of a
+    service that disposes an agent in the background as its next request arrives. Trio
+    orders the two tasks' steps at random; each miss takes a fresh id, the call refused
+    as the agent was still live. Returns the agent and the call, both left running.
+    """
+    for attempt in range(ATTEMPTS):
+        agent = await rt.create_agent("a", OPTIONS, session_id=f"s{attempt}")
+        await agent.ask("one")
+        raced = RacedCall()
+        nursery.start_soon(raced.run, partial(call, agent.id))
+        nursery.start_soon(raced.dispose_once_begun, agent)
+        while raced.disposed_in_flight is None:
+            await trio.lowlevel.checkpoint()
+        if raced.disposed_in_flight:
+            return agent, raced
+        with pytest.raises(retinue.SessionError, match="already live"):
+            raced.agent  # noqa: B018 - raises what the call raised
+    raise AssertionError(f"no dispose began while its call was under way in {ATTEMPTS} tries")
