@@ -9,7 +9,7 @@ import pytest
 
 from retinue._errors import StoreError
 from retinue.session import Session
-from retinue.stores import PostgresStore
+from retinue.stores import PostgresStore, _pgclaims
 from retinue.stores._backend import AppendBatch
 from retinue.stores._postgres import PostgresBackend
 from tests.stores._kit import open_tool_turn, run_turn
@@ -31,6 +31,13 @@ async def store_session(dsn: str, schema: str, session_id: str, *, open_turn: bo
         if open_turn:
             open_tool_turn(session)
         await store.detach(session)
+
+
+def drops_noticed_by_use_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Leave a dropped lock connection to be noticed by the store's next claim or write, as the
+    tests of that path want: the store's watcher, which would retake its claims first, looks no
+    more within a test."""
+    monkeypatch.setattr(_pgclaims, "_WATCH_SECONDS", 3600.0)
 
 
 def drop_lock_connection(dsn: str, store: PostgresStore) -> None:

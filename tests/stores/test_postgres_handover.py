@@ -17,9 +17,19 @@ from retinue.stores import PostgresStore
 from retinue.stores._backend import AppendBatch
 from retinue.stores._postgres import PostgresBackend
 from tests.stores._kit import run_turn
-from tests.stores._postgres_locks_kit import backend_of, drop_lock_connection, store_session
+from tests.stores._postgres_locks_kit import (
+    backend_of,
+    drop_lock_connection,
+    drops_noticed_by_use_only,
+    store_session,
+)
 
 pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(autouse=True)
+def _drops_noticed_by_use_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    drops_noticed_by_use_only(monkeypatch)
 
 
 def _hold_commits(

@@ -13,8 +13,14 @@ from retinue.stores import PostgresStore
 from retinue.stores._backend import AppendBatch
 from retinue.stores._postgres import PostgresBackend
 from tests.stores._kit import flush_together, run_turn
+from tests.stores._postgres_locks_kit import drops_noticed_by_use_only
 
 pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(autouse=True)
+def _drops_noticed_by_use_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    drops_noticed_by_use_only(monkeypatch)
 
 
 class _Locker:
@@ -40,7 +46,9 @@ def _refusing(
     """Make *backend*'s lock connection fail to lock *victim* with *error*."""
     claims = backend._claims
     connect = claims._connect
-    claims._connect = lambda: _Locker(connect(), lambda key: key.endswith(f".{victim}"), error)  # type: ignore[assignment,return-value]
+    claims._connect = lambda **params: _Locker(  # type: ignore[assignment,return-value]
+        connect(**params), lambda key: key.endswith(f".{victim}"), error
+    )
     return backend
 
 
@@ -166,8 +174,8 @@ async def test_a_lock_the_reconnected_lock_connection_could_not_retake_is_not_he
         refusals = [True]  # the retake only: the server has room again afterwards
         claims = backend._claims
         connect = claims._connect
-        claims._connect = lambda: _Locker(  # type: ignore[assignment,return-value]
-            connect(),
+        claims._connect = lambda **params: _Locker(  # type: ignore[assignment,return-value]
+            connect(**params),
             lambda key: key.endswith(".victim") and bool(refusals) and refusals.pop(),
             _out_of_shared_memory,
         )

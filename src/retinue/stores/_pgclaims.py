@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import select
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final
@@ -13,6 +15,7 @@ from ._backend import AppendBatch
 from ._common import already_exists, claim_new_id
 from ._pgschema import (
     check_cancelled,
+    connect_cancellably,
     in_schema,
     locked_tables,
     not_open,
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Reading",
     "SessionClaims",
+    "claim_lost",
     "claim_refusal",
     "lock_table_full",
     "locked",
@@ -44,6 +48,12 @@ _HANDOVER_SLICE_MS = 100
 """How long each statement of that wait lasts: between two, a cancelled load or flush gives up."""
 _END_TIMEOUT_MS = 5_000
 """How long a remade lock connection waits for the backend of the dropped one to end."""
+_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10}
+"""libpq TCP keepalives of the lock connection: a server gone from the network (a cut, a host
+down) is noticed within about a minute, where the system's default waits two hours."""
+_WATCH_SECONDS = 1.0
+"""How often the idle lock connection is looked at for a drop: until its claims are retaken,
+another process may take them."""
 
 T = TypeVar("T")
 
@@ -58,6 +68,29 @@ def locked(session_id: str) -> StoreError:
     """The refusal of a session whose writer lock another connection holds."""
     return StoreError(
         f"session {session_id!r} is being written by another process", code="SESSION_LOCKED"
+    )
+
+
+class _ClaimLostError(StoreError):
+    """A session's claim lost with the lock connection: never a duplicate create's refusal."""
+
+
+def claim_lost(session_id: str, *, taken: bool) -> StoreError:
+    """The refusal of a write of a session whose claim went with a dropped lock connection;
+    *taken*: another connection has claimed it since."""
+    lost = (
+        f"session {session_id!r}: its claim went with this store's lock connection, which the "
+        "PostgreSQL server ended (a restart, pg_terminate_backend, an idle timeout)"
+    )
+    if taken:
+        return _ClaimLostError(
+            f"{lost}, and another process claimed the session before it was retaken: it is "
+            "being written by another process, and this store writes none of it from now on",
+            code="SESSION_LOCKED",
+        )
+    return _ClaimLostError(
+        f"{lost} during this commit: nothing of it written; its next write claims it again",
+        code="SESSION_LOCKED",
     )
 
 
@@ -81,7 +114,7 @@ def claim_refusal(batch: AppendBatch, exc: StoreError) -> StoreError:
 
     The lock of an id held elsewhere means it is stored or being created: a
     create of it is a duplicate, as the other stores call it, whichever commits first."""
-    if batch.header is not None and exc.code == "SESSION_LOCKED":
+    if batch.header is not None and exc.code == "SESSION_LOCKED" and type(exc) is StoreError:
         return already_exists(batch.session_id)
     return exc
 
@@ -122,7 +155,7 @@ class SessionClaims:
     def __init__(
         self,
         schema: str,
-        connect: Callable[[], psycopg.Connection[Any]],
+        connect: Callable[..., psycopg.Connection[Any]],
         reading: Reading,
     ) -> None:
         self._schema = schema
@@ -138,19 +171,31 @@ class SessionClaims:
         self._settled = threading.Condition(self._locker_lock)
         """Notified when a claim's handover ends, with or without the lock."""
         self._claimed: set[str] = set()
+        self._lost: set[str] = set()
+        """Sessions claimed whose lock went with a dropped lock connection and was found taken."""
         self._pending: set[str] = set()
         """Sessions locked whose handover is still being awaited."""
+        self._stop_watching = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     def open(self, *, connect: bool = True) -> None:
         """Take claims from now on, on a lock connection made now or, unless *connect*, by the
         first claim: a store that only reads then holds none."""
-        conn = self._connect_locker() if connect else None
+        made = self._connect_locker() if connect else (None, None)
+        stop = self._stop_watching = threading.Event()
         with self._locker_lock:
-            self._locker = conn
+            self._locker, self._locker_backend = made
             self._opened = True
+        # Joined by close: it lives as long as the connections it watches.
+        self._watcher = threading.Thread(
+            target=self._watch, args=(stop,), name="retinue-postgres-claims", daemon=True
+        )
+        self._watcher.start()
 
     def close(self) -> None:
         """Give up every lock and close the lock connection; a pending claim then fails."""
+        # Set first: a watcher connecting without the lock gives up, and takes it no more.
+        self._stop_watching.set()
         with self._locker_lock:
             self._opened = False
             conn = self._locker
@@ -164,6 +209,10 @@ class SessionClaims:
                 conn.close()
             self._locker = None
             self._claimed.clear()
+            self._lost.clear()
+            watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.join()
 
     def _lock_key(self, session_id: str) -> str:
         """The text hashed into the session's advisory lock key.
@@ -172,14 +221,27 @@ class SessionClaims:
         schemas from locking each other's sessions (a schema name has no '.')."""
         return f"{self._schema}.{session_id}"
 
-    def _connect_locker(self) -> psycopg.Connection[Any]:
-        """The lock connection, its backend recorded."""
-        conn = self._connect()
-        row = conn.execute(
-            "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
-        ).fetchone()
-        self._locker_backend = (row[0], row[1]) if row else None
-        return conn
+    def _connect_locker(
+        self, give_up: Callable[[], None] | None = None
+    ) -> tuple[psycopg.Connection[Any], tuple[int, object] | None]:
+        """A new lock connection and its backend: its pid and start.
+
+        The server's idle timeouts, set for the role, the database or in the DSN,
+        would end it while no session is written, every claim with it: its session
+        turns them off (any user may; ``idle_session_timeout`` is PostgreSQL 14's)."""
+        connect = functools.partial(self._connect, **_KEEPALIVES)
+        conn = connect() if give_up is None else connect_cancellably(connect, give_up)
+        try:
+            if conn.info.server_version >= 140000:
+                conn.execute("SET idle_session_timeout = 0")
+            conn.execute("SET idle_in_transaction_session_timeout = 0")
+            row = conn.execute(
+                "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+            ).fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        return conn, ((row[0], row[1]) if row else None)
 
     def _end_backend(self, conn: psycopg.Connection[Any], backend: tuple[int, object]) -> None:
         """End the dropped lock connection's *backend* if the server still runs it.
@@ -249,6 +311,8 @@ class SessionClaims:
             if session_id in self._claimed:
                 return None
             if not self._try_lock(conn, session_id):
+                if session_id in self._lost:
+                    raise claim_lost(session_id, taken=True)
                 raise locked(session_id)
             self._pending.add(session_id)
             return conn
@@ -265,6 +329,7 @@ class SessionClaims:
                 return False
             if keep:
                 self._claimed.add(session_id)
+                self._lost.discard(session_id)
             else:
                 with contextlib.suppress(psycopg_module().OperationalError):
                     conn.execute(_UNLOCK, (self._lock_key(session_id),))
@@ -319,29 +384,76 @@ class SessionClaims:
             self._live_locker()
 
     def _live_locker(self) -> psycopg.Connection[Any]:
-        """The lock connection, made if there is none yet or the server dropped it.
-
-        A remade connection ends the dropped one's backend if it still runs,
-        then retakes the dropped locks; those taken meanwhile by another
-        connection are forgotten, and so are those left when retaking fails
-        (a full lock table): their next write claims them again."""
+        """The lock connection, made if there is none yet or the server dropped it."""
         if not self._opened:
             raise not_open()
         conn = self._locker
         if conn is not None and not (conn.broken or conn.closed):
             return conn
-        dropped_backend = None
-        if conn is not None:
-            conn.close()
-            dropped_backend = self._locker_backend
-        self._locker = conn = self._connect_locker()
+        conn, backend = self._connect_locker()
+        self._replace_locker(conn, backend)
+        return conn
+
+    def _replace_locker(
+        self, conn: psycopg.Connection[Any], backend: tuple[int, object] | None
+    ) -> None:
+        """Make *conn* the lock connection, in place of a dropped one whose claims it retakes.
+
+        It ends the dropped one's backend if that still runs, then retakes the
+        dropped locks; those taken meanwhile by another connection are lost,
+        their next write refused saying so, and those left when retaking fails
+        (a full lock table) are forgotten: their next write claims them again."""
+        dropped, dropped_backend = self._locker, self._locker_backend
+        self._locker, self._locker_backend = conn, backend
+        if dropped is None:
+            return
+        dropped.close()
         if dropped_backend is not None:
             self._end_backend(conn, dropped_backend)
-        dropped, self._claimed = self._claimed, set()
-        for session_id in dropped:
+        held, self._claimed = self._claimed, set()
+        for session_id in held:
             if self._try_lock(conn, session_id):
                 self._claimed.add(session_id)
-        return conn
+            else:
+                self._lost.add(session_id)
+
+    def _watch(self, stop: threading.Event) -> None:
+        """Retake the claims of a lock connection the server dropped, soon after, until *stop*
+        (a write would, but only the next one); a server that does not answer, later again."""
+        while not stop.wait(_WATCH_SECONDS):
+            with contextlib.suppress(psycopg_module().Error, StoreError):
+                self._retake_if_dropped(stop)
+
+    def _retake_if_dropped(self, stop: threading.Event) -> None:
+        """Replace the lock connection if the server dropped it while it holds claims; connected
+        without the lock, not to hold up claims, and given up by a close."""
+        with self._locker_lock:
+            if not self._dropped():
+                return
+
+        def give_up() -> None:
+            if stop.is_set():
+                raise not_open()
+
+        conn, backend = self._connect_locker(give_up)
+        with self._locker_lock:
+            # Unless a write remade it meanwhile, or the store closed.
+            if self._dropped():
+                self._replace_locker(conn, backend)
+                return
+        conn.close()
+
+    def _dropped(self) -> bool:
+        """Whether the lock connection, holding claims, was dropped by the server."""
+        conn = self._locker
+        if not self._opened or not self._claimed or conn is None:
+            return False
+        if not conn.closed and select.select([conn.fileno()], [], [], 0)[0]:
+            # Idle, it is sent nothing unasked but the server's goodbye (or a notice):
+            # a statement tells which.
+            with contextlib.suppress(psycopg_module().OperationalError):
+                conn.execute("SELECT 1")
+        return conn.closed  # so is a broken one
 
     def _try_lock(self, conn: psycopg.Connection[Any], session_id: str) -> bool:
         try:
@@ -355,6 +467,7 @@ class SessionClaims:
     def release(self, session_id: str) -> None:
         """Drop the session's advisory lock (a dropped connection already dropped it)."""
         with self._locker_lock:
+            self._lost.discard(session_id)
             # A claim of the session in progress ends first, as it would holding this lock.
             while session_id in self._pending:
                 self._settled.wait()

@@ -12,7 +12,7 @@ from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch
 from ._common import already_exists, seq_conflict
-from ._pgclaims import SessionClaims, locked
+from ._pgclaims import SessionClaims, claim_lost
 from ._pgschema import in_schema
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class SessionTables:
         for index in live:
             batch = batches[index]
             if batch.session_id in unlocked:
-                results[index] = locked(batch.session_id)
+                results[index] = claim_lost(batch.session_id, taken=False)
                 continue
             outcome = self._check(conn, batch, stored.get(batch.session_id))
             if isinstance(outcome, StoreError):

@@ -96,7 +96,7 @@ class PostgresBackend:
         self._writer: psycopg.Connection[Any] | None = None
         self._write_lock = threading.Lock()
         self._pool = ReaderPool(schema, lambda: self._connect(autocommit=True))
-        self._claims = SessionClaims(schema, lambda: self._connect(autocommit=True), self._pool.run)
+        self._claims = SessionClaims(schema, self._connect, self._pool.run)
         self._unsure: set[str] = set()
         self._tables = SessionTables(schema, self._claims, self._unsure)
         self._committing = threading.local()
@@ -108,8 +108,8 @@ class PostgresBackend:
     def _sql(self, text: str) -> str:
         return in_schema(self._schema, text)
 
-    def _connect(self, *, autocommit: bool) -> psycopg.Connection[Any]:
-        """A new connection; outside a commit, given up if the waiting trio task is cancelled.
+    def _connect(self, *, autocommit: bool = True, **params: Any) -> psycopg.Connection[Any]:
+        """A new connection (libpq *params*); outside a commit, given up if its task is cancelled.
 
         A commit's connection is given up only by :meth:`close`: nothing of the
         group is sent before it is made, and once sent, a write is done whole."""
@@ -117,7 +117,7 @@ class PostgresBackend:
         def connect() -> psycopg.Connection[Any]:
             # UTF-8 whatever the DSN or PGCLIENTENCODING ask: events hold any Unicode text.
             return psycopg_module().connect(  # type: ignore[no-any-return]
-                self._dsn, autocommit=autocommit, client_encoding="UTF8"
+                self._dsn, autocommit=autocommit, client_encoding="UTF8", **params
             )
 
         if getattr(self._committing, "active", False):
