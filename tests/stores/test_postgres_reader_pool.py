@@ -3,12 +3,13 @@ its connections are stand-ins that record what is asked of them (R11.6)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from retinue._errors import StoreError
-from retinue.stores._pgreaders import ReaderPool
+from retinue.stores._pgreaders import IDLE_READERS, ReaderPool
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -76,3 +77,29 @@ def test_a_read_goes_on_between_attempts_until_a_close_crosses_it() -> None:
         pool.run(read)
     assert refused.value.code == "STORE_CLOSED"
     assert outcomes == ["went on"]
+
+
+def test_a_burst_of_reads_leaves_at_most_the_idle_bound_of_connections_open() -> None:
+    """Reads running at once each take a connection of their own; given back, those past
+    ``IDLE_READERS`` are closed, so that after a burst the pool holds few."""
+    made: list[_Connection] = []
+
+    def connect() -> _Connection:
+        made.append(_Connection())
+        return made[-1]
+
+    pool = ReaderPool("s", connect)  # type: ignore[arg-type]
+    pool.open()
+
+    def reading(depth: int) -> Callable[[Any], None]:
+        def read(_conn: Any) -> None:
+            if depth:
+                pool.run(reading(depth - 1))
+
+        return read
+
+    pool.run(reading(IDLE_READERS * 3 - 1))
+    assert len(made) == IDLE_READERS * 3
+    assert len(pool.readers) == IDLE_READERS
+    assert all(not conn.closed for conn in pool.readers)  # type: ignore[attr-defined]
+    assert sum(conn.closed for conn in made) == IDLE_READERS * 2

@@ -19,6 +19,13 @@ T = TypeVar("T")
 _READ_LOCK_TIMEOUT_MS = 30_000
 """How long a read waits for a lock on a table held elsewhere: its worker thread, which no
 trio deadline stops, would otherwise wait for as long as the other transaction lasts."""
+IDLE_READERS = 4
+"""How many idle reader connections the pool keeps; one a read gives back past that is closed.
+
+A steady load reads little at a time (a load's one snapshot, a claim's handover wait, an id
+looked up for a create: a few milliseconds each), so a few connections serve it without
+reconnecting; a burst of concurrent reads opens one per worker thread (trio runs 40), which
+kept for the store's life would hold that many of the server's max_connections per process."""
 
 
 @final
@@ -28,6 +35,7 @@ class ReaderPool:
     Closed until :meth:`open`: a read then refuses to start, and a read still
     in flight on :meth:`close` is cancelled in the server and closes its
     connection instead of pooling it. *connect* makes a new autocommit connection.
+    At most :data:`IDLE_READERS` idle connections are kept.
     """
 
     def __init__(self, schema: str, connect: Callable[[], psycopg.Connection[Any]]) -> None:
@@ -109,11 +117,12 @@ class ReaderPool:
             raise
         with self._lock:
             self._busy.pop(conn, None)
-            if self._closes == closes:
+            if self._closes == closes and len(self.readers) < IDLE_READERS:
                 self.readers.append(conn)
                 return result
         # A read still in flight on a close closes its connection instead of pooling it,
         # even once the pool is open again: the close's cancel may still be on its way.
+        # So does one past the idle bound, left over from a burst.
         conn.close()
         return result
 
