@@ -4,6 +4,11 @@ writes they refuse say why."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import resource
+from collections.abc import Iterator
+
 import pytest
 import trio
 
@@ -104,6 +109,47 @@ async def test_postgres_claims_of_a_dropped_lock_connection_are_retaken_while_id
                 assert refusals == ("SESSION_LOCKED", "SESSION_ALREADY_EXISTS")
             run_turn(session)
             await store.flush(session)
+
+
+@contextlib.contextmanager
+def _descriptors_taken_below(high: int) -> Iterator[None]:
+    """Hold every free descriptor below *high* open, so the next ones opened lie past it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < high + 100:
+        pytest.skip(f"the hard limit of open files ({hard}) is below {high + 100}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, high + 100), hard))
+    held: list[int] = []
+    try:
+        while (fd := os.open(os.devnull, os.O_RDONLY)) < high:
+            held.append(fd)
+        os.close(fd)
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+async def test_postgres_a_lock_connection_past_descriptor_1023_is_watched_too(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R12.7: in a process with over a thousand open files (a busy service), a dropped lock
+    connection's claims are retaken without a write all the same: ``select()`` refuses such
+    a descriptor, and the watcher stopped at its first look."""
+    dsn, schema = postgres_schema
+    with trio.fail_after(REAL_DEADLINE), _descriptors_taken_below(1100):
+        async with PostgresStore(dsn, schema=schema) as store:
+            await _live_pair(store, "high")
+            locker = backend_of(store)._claims._locker
+            assert locker is not None
+            assert locker.fileno() > 1023
+            dropped = _locker_pid(store)
+            drop_lock_connection(dsn, store)
+            for _ in range(50):
+                await trio.sleep(0.1)
+                if _locker_pid(store) != dropped and _advisory_locks(dsn, _locker_pid(store)):
+                    break
+            assert _advisory_locks(dsn, _locker_pid(store)) == 2
 
 
 async def test_postgres_a_claim_taken_elsewhere_after_a_drop_fails_writes_saying_so(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import select
+import selectors
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final
@@ -448,7 +448,7 @@ class SessionClaims:
         conn = self._locker
         if not self._opened or not self._claimed or conn is None:
             return False
-        if not conn.closed and select.select([conn.fileno()], [], [], 0)[0]:
+        if not conn.closed and _readable(conn.fileno()):
             # Idle, it is sent nothing unasked but the server's goodbye (or a notice):
             # a statement tells which.
             with contextlib.suppress(psycopg_module().OperationalError):
@@ -480,6 +480,10 @@ class SessionClaims:
             with contextlib.suppress(psycopg_module().OperationalError):
                 conn.execute(_UNLOCK, (self._lock_key(session_id),))
 
+    def taken_elsewhere(self, session_id: str) -> bool:
+        """Whether the session's claim, lost with a dropped lock connection, is another's now."""
+        return session_id in self._lost
+
     def unlocked(self, conn: psycopg.Connection[Any], session_ids: list[str]) -> set[str]:
         """The sessions whose advisory lock the lock connection may no longer hold.
 
@@ -499,3 +503,10 @@ class SessionClaims:
         if alive is None:
             return set(session_ids)
         return {session_id for session_id in session_ids if session_id not in self._claimed}
+
+
+def _readable(fileno: int) -> bool:
+    """Whether *fileno* has input waiting; ``select()`` would refuse a descriptor past 1023."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(fileno, selectors.EVENT_READ)
+        return bool(selector.select(0))

@@ -60,7 +60,9 @@ class SessionTables:
         for index in live:
             batch = batches[index]
             if batch.session_id in unlocked:
-                results[index] = claim_lost(batch.session_id, taken=False)
+                results[index] = claim_lost(
+                    batch.session_id, taken=self._claims.taken_elsewhere(batch.session_id)
+                )
                 continue
             outcome = self._check(conn, batch, stored.get(batch.session_id))
             if isinstance(outcome, StoreError):
