@@ -433,6 +433,7 @@ class Runtime:
             raise
         self._nursery.start_soon(self._run_agent, agent, name=f"agent {agent.id}")
 
+    @trio.lowlevel.enable_ki_protection  # Ctrl-C goes to the main task: supervise always runs
     async def _run_agent(self, agent: Agent) -> None:
         SETTING_UP.set(())  # started from a setup, perhaps, but no part of it
         TEARING_DOWN.set(None)  # nor of a teardown it was started from
@@ -441,9 +442,8 @@ class Runtime:
         try:
             await supervise(core, self.restart)
         finally:
-            # This task's context keeps the core (the driving mark), so the core lets
-            # go of the task, which has driven for the last time, rather than leave
-            # the two to the cyclic collector.
+            # This task's context keeps the core (the driving mark), so the core lets go of
+            # the task, driven for the last time, rather than leave both to the cyclic collector.
             core.driver_task = None
             # However the driver ended (disposed, given up after crashes, or cancelled
             # with the runtime), nothing will run the agent again: tear it down.

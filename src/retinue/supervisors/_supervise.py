@@ -113,6 +113,10 @@ class RestartPolicy:
         return min(self.max_backoff, math.ldexp(self.backoff, doublings))
 
 
+# KI-protected, as trio's own code is (Ctrl-C coming while its lines run is handed to the
+# main task), with the loops it runs unprotected: however the driver's task ends, it ends
+# through the finally below, which the teardown waits for.
+@trio.lowlevel.enable_ki_protection
 async def supervise(core: AgentCore, policy: RestartPolicy) -> None:
     """Run the agent's driver and its flusher; restart either after a crash.
 
@@ -200,6 +204,7 @@ async def _flush(core: AgentCore, crashes: _Crashes, stop: trio.Event) -> None:
         core.flush_rounds.stop()
 
 
+@trio.lowlevel.disable_ki_protection  # the driver's and flusher's own code, as any task's
 async def _keep_running(
     core: AgentCore,
     crashes: _Crashes,

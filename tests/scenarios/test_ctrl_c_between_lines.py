@@ -1,0 +1,116 @@
+"""Ctrl-C landing between two lines of an agent's driver, where trio's signal handler raises it
+(code not KI-protected): the runtime ends at once, open_runtime raises the KeyboardInterrupt,
+and the turn in flight is closed with a log every later request can be built from (R9.25,
+R12.9, R12.10).
+
+A trace function raises it on a chosen line, as the handler would when the signal comes
+there, and only where the handler would: a KI-protected frame hands Ctrl-C to the main task.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue.testing import Reply, ScriptedModel
+from tests.helpers import DEADLINE, OPTIONS
+
+# The signature sys.settrace takes.
+_Trace = Callable[[FrameType, str, Any], Any]
+
+_PACKAGE = Path(retinue.__file__).parent
+
+
+@contextmanager
+def _ctrl_c_at(lines: Callable[[FrameType], bool], nth: int) -> Iterator[list[str]]:
+    """Raise Ctrl-C on the *nth* line run in a frame *lines* picks, counting only lines that
+    are not KI-protected; yields the lines counted (function:line), their number its length."""
+    counted: list[str] = []
+
+    def local(frame: FrameType, event: str, _arg: object) -> _Trace | None:
+        if event == "line" and not trio.lowlevel.currently_ki_protected():
+            counted.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+            if len(counted) == nth:
+                raise KeyboardInterrupt
+        return local
+
+    def trace(frame: FrameType, _event: str, _arg: object) -> _Trace | None:
+        return local if lines(frame) else None
+
+    previous = sys.gettrace()
+    sys.settrace(trace)
+    try:
+        yield counted
+    finally:
+        sys.settrace(previous)
+
+
+def _in(folder: str, *functions: str) -> Callable[[FrameType], bool]:
+    """Picks the frames of *functions* defined in the *folder* of retinue."""
+    where = str(_PACKAGE / folder)
+
+    def picked(frame: FrameType) -> bool:
+        code = frame.f_code
+        return code.co_name in functions and code.co_filename.startswith(where)
+
+    return picked
+
+
+@pytest.mark.parametrize("function", ["_run_agent", "supervise"])
+async def test_ctrl_c_on_the_first_lines_of_an_agents_driver_ends_the_runtime(
+    autojump_clock: trio.testing.MockClock, function: str
+) -> None:
+    """R12.9, R12.10: Ctrl-C landing on the first line the driver's task runs of *function*
+    ends the runtime: open_runtime raises it, or (the line protected) the ask completes; the
+    runtime's close does not wait for good on a driver that never began."""
+    outcome: list[BaseException | None] = []
+    runtimes: list[retinue.Runtime] = []
+    counted: list[str] = []
+    ended = trio.Event()
+
+    async def ask() -> None:
+        nonlocal counted
+        try:
+            async with retinue.open_runtime(models=ScriptedModel([Reply("hi")])) as rt:
+                runtimes.append(rt)
+                with _ctrl_c_at(_in("supervisors", function), 1) as lines:
+                    counted = lines
+                    agent = await rt.create_agent("a", OPTIONS)
+                    await agent.ask("q")
+        except BaseException as exc:  # judged below
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+        finally:
+            ended.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ask)
+        with trio.move_on_after(DEADLINE):
+            await ended.wait()
+        hung = not ended.is_set()
+        if hung:
+            # The close waits, shielded, for the driver to end: let it go, so the test fails
+            # rather than hang.
+            for agent in runtimes[0].agents.list():
+                _core_of(agent).driver_exited.set()
+    assert not hung, "open_runtime hung"
+    if counted:
+        assert isinstance(outcome[0], KeyboardInterrupt), f"got {outcome[0]!r}"
+    else:
+        assert outcome == [None]
+
+
+def _core_of(agent: retinue.Agent) -> Any:
+    from retinue.supervisors._creation import core_of
+
+    return core_of(agent)
