@@ -21,8 +21,15 @@ import trio
 import trio.testing
 
 import retinue
-from retinue.testing import Reply, ScriptedModel
-from tests.helpers import DEADLINE, OPTIONS
+from retinue.testing import (
+    CallTools,
+    InvariantError,
+    Reply,
+    ScriptedModel,
+    ToolCallSpec,
+    check_session_invariants,
+)
+from tests.helpers import DEADLINE, OPTIONS, echo
 
 # The signature sys.settrace takes.
 _Trace = Callable[[FrameType, str, Any], Any]
@@ -114,3 +121,61 @@ def _core_of(agent: retinue.Agent) -> Any:
     from retinue.supervisors._creation import core_of
 
     return core_of(agent)
+
+
+def _two_calls() -> ScriptedModel:
+    calls = [ToolCallSpec("echo", '{"text": "one"}'), ToolCallSpec("echo", '{"text": "two"}')]
+    return ScriptedModel([CallTools(calls), Reply("done")])
+
+
+# Where a step's events are appended and recorded: its message, its calls and results, its
+# step/end and turn/end.
+_APPENDS = (
+    _in("loop", "_finish_step"),
+    _in("loop", "close_step", "close_turn", "log_call", "log_result", "note_calls_if_logged"),
+)
+
+
+async def _ask_into_ctrl_c_at(nth: int) -> tuple[list[str], retinue.Agent]:
+    """Ask an agent a turn with two tool calls, Ctrl-C landing on the *nth* line of the
+    appends; the lines counted and the agent, once open_runtime raised Ctrl-C (if it came)."""
+    agents: list[retinue.Agent] = []
+    at: list[str] = []
+    caught: BaseException | None = None
+    try:
+        with trio.fail_after(DEADLINE):
+            async with retinue.open_runtime(models=_two_calls(), tools=[echo]) as rt:
+                agents.append(await rt.create_agent("a", OPTIONS))
+                with _ctrl_c_at(lambda frame: any(pick(frame) for pick in _APPENDS), nth) as lines:
+                    at = lines
+                    await agents[0].ask("go")
+    except BaseException as exc:  # a group would end the test run: judged below
+        caught = exc
+    if len(at) >= nth:
+        assert isinstance(caught, KeyboardInterrupt), f"line {at[-1]}: got {caught!r}"
+    else:
+        assert caught is None, f"got {caught!r}"
+    return at, agents[0]
+
+
+async def test_ctrl_c_on_any_line_of_a_steps_appends_leaves_a_closed_valid_log(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.15, R9.25, R12.10: Ctrl-C landing on any line of the appends of a step's message,
+    its calls' ``tool/call`` and ``tool/result``, ``step/end`` and ``turn/end`` (before the
+    event is logged, or after it and before the turn's state records it) ends the runtime
+    with the turn closed: every logged call answered once, none logged twice."""
+    nth = 1
+    while True:
+        at, agent = await _ask_into_ctrl_c_at(nth)
+        if len(at) < nth:
+            break  # every line counted has had its Ctrl-C
+        events = agent.session.events
+        where = f"Ctrl-C on line {at[-1]}"
+        assert not agent.session.is_turn_open, f"{where}: the turn was left open"
+        try:
+            check_session_invariants(events)
+        except InvariantError as exc:
+            raise AssertionError(f"{where}: {exc}") from exc
+        nth += 1
+    assert nth > 10  # the lines were reached

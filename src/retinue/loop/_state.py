@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import attrs
+import trio
 
 from retinue._content import ContentBlock, Text, ToolCall, content_text
 from retinue._cuts import text_start
@@ -164,6 +165,13 @@ class TurnState:
         if self.reason.kind == "completed":
             self.reason = TurnEndReason.max_tokens()
 
+    # The short appends below, with what records them, are KI-protected, as trio's own code
+    # is: Ctrl-C coming while one runs is handed to the main task (raised at its next
+    # checkpoint, which ends the runtime), rather than raised between an event logged
+    # and its record, which would leave a call without its result or logged twice, or a
+    # step or turn open. Their session observers run protected too. Free per call: trio
+    # marks the code, and looks it up only when the signal comes.
+    @trio.lowlevel.enable_ki_protection
     def close_step(self) -> None:
         """Append ``step/end`` once; an observer failure becomes a turn error (R7.46)."""
         if not self.step_open:
@@ -175,11 +183,12 @@ class TurnState:
         except Exception as exc:
             self.record_error(exc)
         except BaseException:
-            # Ctrl-C landing inside the append before it was logged: the step is the
+            # Interrupted inside the append before it was logged: the step is the
             # turn's close to end, or the turn/end after it would be refused.
             self.step_open = not _logged_in_step(self.core.session, end)
             raise
 
+    @trio.lowlevel.enable_ki_protection
     def close_turn(self) -> None:
         """Append ``turn/end`` exactly once; an observer failure is swallowed (R7.44)."""
         session = self.core.session
@@ -254,12 +263,13 @@ class TurnState:
             "result was final, so it is not shown"
         )
 
+    @trio.lowlevel.enable_ki_protection
     def log_call(self, call: ToolCall) -> None:
         """Append the ``tool/call`` of *call*; its seq is recorded once the log holds it,
         whatever raised.
 
         An observer that raised had it logged (R4.8): unrecorded, it would be logged
-        again, as never started, when the turn is closed. Ctrl-C landing inside the
+        again, as never started, when the turn is closed. An interruption inside the
         append before it was logged leaves it to be logged then.
         """
         session = self.core.session
@@ -273,11 +283,12 @@ class TurnState:
             raise
         self.calls.call_seqs[call.id] = seq
 
+    @trio.lowlevel.enable_ki_protection
     def log_result(self, call_id: str, final: ToolExecutionResult) -> None:
         """Append the ``tool/result`` of *final*, pointing at its ``tool/call`` (R9.17);
         the call counts as answered once the log holds it, whatever raised.
 
-        An observer that raised had it logged (R4.8). Ctrl-C landing inside the
+        An observer that raised had it logged (R4.8). An interruption inside the
         append before it was logged leaves the call to be answered when the turn
         is closed: counted answered, it would stay a call without a result, which
         every later request would carry.
@@ -298,12 +309,13 @@ class TurnState:
         self.calls.answered.add(call_id)
 
     def note_calls_if_logged(self, message: AssistantMessage, calls: tuple[ToolCall, ...]) -> None:
-        """After the append of the step's *message* raised: its *calls* are the step's to
-        answer only if the log holds it (R9.10).
+        """After the append of the step's *message*, or its record, raised: its *calls* are
+        the step's to answer only if the log holds it (R9.10).
 
         A raising observer still leaves the message logged, and its calls then need
-        their synthetic results; Ctrl-C landing inside the append before it was
-        logged leaves no call to answer, whose result would come without it.
+        their synthetic results, as does Ctrl-C landing after the append; Ctrl-C
+        landing inside it before it was logged leaves no call to answer, whose
+        result would come without it.
         """
         if calls and _logged_in_step(self.core.session, message):
             self.calls = StepCalls(calls)

@@ -401,14 +401,16 @@ async def _finish_step(
         # Noted before the append: an observer raising on it leaves the message
         # logged, its text the turn's answer.
         state.note_answer(content, usage)
-        # Appended here rather than by a helper: it runs every step.
+        # Appended here rather than by a helper: it runs every step. Recorded within the
+        # try: Ctrl-C landing between the append and the record still has the calls the
+        # log holds answered.
         try:
             core.session.append(message, surface="append", source_event_seqs=_chunk_run(seqs))
+            if calls:
+                state.calls = StepCalls(calls)
         except BaseException:
             state.note_calls_if_logged(message, calls)
             raise
-        if calls:
-            state.calls = StepCalls(calls)
     if not calls:
         return finish  # noqa: ASYNC910 - the step's model stream was its schedule point
     contexts = await run_tool_calls(core, state, signal)
