@@ -18,11 +18,12 @@ log = logging.getLogger("retinue.supervisors")
 
 
 @asynccontextmanager
-async def claimed_new(store: SessionStore, agent_id: str) -> AsyncIterator[None]:
+async def claimed_new(store: SessionStore, agent_id: str, limit: float) -> AsyncIterator[None]:
     """Refuse *agent_id* if *store* holds it, else hold it claimed while its agent is created.
 
     The claim passes to the session the creation attaches; a creation that fails
-    or is aborted gives it up, so the id can be created again. A store without
+    or is aborted gives it up, so the id can be created again, waiting at most
+    *limit* seconds (``flush_timeout``) for the store to do so. A store without
     ``claim_new`` and ``release_new`` (looked up on its class, as ``flush_nowait``
     is) is asked only whether the id is stored: its first flush claims it.
     """
@@ -45,9 +46,25 @@ async def claimed_new(store: SessionStore, agent_id: str) -> AsyncIterator[None]
     try:
         yield
     except BaseException:
-        with trio.CancelScope(shield=True):
+        # Shielded, as the rollback it is, and bounded as every store call made while
+        # closing or rolling back is: a store that hangs must not hold the creation, nor
+        # the runtime's close, which waits for the creation to unwind.
+        with trio.CancelScope(shield=True) as scope:
+            scope.relative_deadline = limit
             try:
                 await release(agent_id)
             except StoreError:
                 log.exception("releasing the claim of %r after its creation failed", agent_id)
+        if scope.cancelled_caught:
+            _log_unreleased(agent_id, limit)
         raise
+
+
+def _log_unreleased(agent_id: str, limit: float) -> None:
+    log.error(
+        "releasing the claim of %r after its creation failed: the store did not answer "
+        "within %ss; it may hold the id, and refuse to create it again, until it lets "
+        "the claim go",
+        agent_id,
+        limit,
+    )

@@ -308,7 +308,7 @@ class Runtime:
         await self._teardowns.released(agent_id)
         with self._creating(agent_id):
             await self._stranded.settle(agent_id)
-            async with claimed_new(self.store, agent_id):
+            async with claimed_new(self.store, agent_id, self._services.flush_timeout):
                 agent = self._make_agent(new(), options)
                 await self._setup(agent, setup)
                 self._publish(agent, source="startup", new=True)
