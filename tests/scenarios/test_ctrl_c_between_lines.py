@@ -136,9 +136,13 @@ _APPENDS = (
 )
 
 
-async def _ask_into_ctrl_c_at(nth: int) -> tuple[list[str], retinue.Agent]:
+async def _ask_into_ctrl_c_at(
+    nth: int, lines: Callable[[FrameType], bool] | None = None
+) -> tuple[list[str], retinue.Agent]:
     """Ask an agent a turn with two tool calls, Ctrl-C landing on the *nth* line of the
-    appends; the lines counted and the agent, once open_runtime raised Ctrl-C (if it came)."""
+    appends (or of the frames *lines* picks); the lines counted and the agent, once
+    open_runtime raised Ctrl-C (if it came)."""
+    picked = lines or (lambda frame: any(pick(frame) for pick in _APPENDS))
     agents: list[retinue.Agent] = []
     at: list[str] = []
     caught: BaseException | None = None
@@ -146,8 +150,8 @@ async def _ask_into_ctrl_c_at(nth: int) -> tuple[list[str], retinue.Agent]:
         with trio.fail_after(DEADLINE):
             async with retinue.open_runtime(models=_two_calls(), tools=[echo]) as rt:
                 agents.append(await rt.create_agent("a", OPTIONS))
-                with _ctrl_c_at(lambda frame: any(pick(frame) for pick in _APPENDS), nth) as lines:
-                    at = lines
+                with _ctrl_c_at(picked, nth) as counted:
+                    at = counted
                     await agents[0].ask("go")
     except BaseException as exc:  # a group would end the test run: judged below
         caught = exc
@@ -179,3 +183,23 @@ async def test_ctrl_c_on_any_line_of_a_steps_appends_leaves_a_closed_valid_log(
             raise AssertionError(f"{where}: {exc}") from exc
         nth += 1
     assert nth > 10  # the lines were reached
+
+
+async def test_ctrl_c_on_any_line_of_a_turns_own_run_leaves_it_closed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.44, R12.10: Ctrl-C landing on any line a turn's own run reaches, between its body
+    and its ``turn/end`` too, ends the runtime with the turn closed and the log valid."""
+    nth = 1
+    while True:
+        at, agent = await _ask_into_ctrl_c_at(nth, _in("loop", "run_turn"))
+        if len(at) < nth:
+            break
+        where = f"Ctrl-C on line {at[-1]}"
+        assert not agent.session.is_turn_open, f"{where}: the turn was left open"
+        try:
+            check_session_invariants(agent.session.events)
+        except InvariantError as exc:
+            raise AssertionError(f"{where}: {exc}") from exc
+        nth += 1
+    assert nth > 2  # the lines were reached

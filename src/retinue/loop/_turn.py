@@ -67,6 +67,8 @@ async def run_turn(core: AgentCore, state: TurnState, items: list[MailboxItem]) 
             if not _turn_logged(state):
                 raise
             _close_failed(state, exc, aborted=state.core.disposed)
+        # Within the guard: Ctrl-C landing just before it closes the turn as interrupted.
+        state.close_turn()
     except BaseException as exc:
         # An Exception here escaped the handler above: a bug, whose turn the
         # supervisor closes as a crash (DESIGN 4). A cancellation from outside
@@ -93,7 +95,6 @@ async def run_turn(core: AgentCore, state: TurnState, items: list[MailboxItem]) 
                 raise
             _pass_on_held(state, exc)
         raise
-    state.close_turn()
     try:
         await _flush_and_settle(core, state, items)
     except BaseException as ending:
