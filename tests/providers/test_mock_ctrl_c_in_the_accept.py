@@ -4,21 +4,17 @@ stream the server cut (R12.10)."""
 
 from __future__ import annotations
 
-import ast
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.providers._mock_interrupted_kit import assert_every_turn_in_flight_disposed
 
 # Twenty agents, starting a tenth of a second apart, stream from the server through the
 # OpenAI adapter; its listener's tenth drain of the listen queue, as later agents connect
 # while earlier ones stream, sends the process SIGINT, handled as a terminal's Ctrl-C is.
 PROGRAM = """
-import collections, signal
+import signal
 import trio, retinue
 from retinue import AgentOptions
 from retinue.providers.mock import EchoPolicy, Timing, open_mock_server
@@ -58,35 +54,9 @@ async def main(agents):
                         nursery.start_soon(ask_on, agent, index)
 
 
-agents = []
-try:
-    trio.run(main, agents)
-except BaseException as exc:
-    print("raised", type(exc).__name__, exc.split(KeyboardInterrupt)[0] is not None
-          if isinstance(exc, BaseExceptionGroup) else isinstance(exc, KeyboardInterrupt))
-ends = set()
-for agent in agents:
-    reasons = [event.data.reason for event in agent.session.events if event.type == "turn/end"]
-    ends |= {reason.kind if reason.code is None else f"{reason.kind} {reason.code}"
-             for reason in reasons[-1:]}
-print(sorted(ends))
 """
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is a POSIX signal")
 def test_ctrl_c_in_the_accept_leaves_every_turn_in_flight_disposed() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run(
-        [sys.executable, "-c", PROGRAM],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    raised, *ends = done.stdout.splitlines() or [""]
-    # Agents not started yet have no turn; one between two asks has its last completed.
-    assert ends, done.stdout + done.stderr
-    assert set(ast.literal_eval(ends[0])) <= {"completed", "disposed"}, done.stdout
-    assert "disposed" in ends[0]
-    assert raised in {"raised KeyboardInterrupt True", "raised BaseExceptionGroup True"}, raised
+    assert_every_turn_in_flight_disposed(PROGRAM)
