@@ -16,7 +16,7 @@ from retinue.stores._writebehind import BufferedStore
 from retinue.testing import DelegatingStore
 from tests.helpers import OPTIONS
 
-__all__ = ["HeldDetach", "RacedCall", "race_until_in_flight"]
+__all__ = ["HeldDetach", "RacedCall", "race_held_teardown", "race_until_in_flight"]
 
 ATTEMPTS = 64
 """Races run before giving up: each is won about one time in two."""
@@ -89,3 +89,20 @@ async def race_until_in_flight(
         with pytest.raises(retinue.SessionError, match="already live"):
             raced.agent  # noqa: B018 - raises what the call raised
     raise AssertionError(f"no dispose began while its call was under way in {ATTEMPTS} tries")
+
+
+async def race_held_teardown(
+    rt: retinue.Runtime,
+    store: HeldDetach,
+    call: Callable[[str], Awaitable[retinue.Agent]],
+    held: float,
+) -> tuple[retinue.Agent, RacedCall]:
+    """Race ``call(id)`` with a dispose as :func:`race_until_in_flight` does, hold the
+    teardown's detach *held* seconds, the call still waiting, then let it go; returns once
+    both have ended."""
+    async with trio.open_nursery() as nursery:
+        first, raced = await race_until_in_flight(nursery, rt, call)
+        await trio.sleep(held)
+        assert raced.result is None, "the call ended while the teardown was held"
+        store.hold.set()
+    return first, raced

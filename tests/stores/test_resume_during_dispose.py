@@ -8,7 +8,7 @@ import trio
 import retinue
 from retinue.testing import Reply, ScriptedModel, check_session_invariants
 from tests.helpers import OPTIONS, user_texts
-from tests.scenarios._dispose_race_kit import HeldDetach, race_until_in_flight
+from tests.scenarios._dispose_race_kit import HeldDetach, race_held_teardown
 from tests.stores.conftest import StoreKit
 
 HELD = 0.2
@@ -27,11 +27,7 @@ async def test_a_resume_called_as_a_dispose_begins_waits_and_continues_the_store
     store = HeldDetach(kit.open())
     with trio.fail_after(60):
         async with retinue.open_runtime(models=_model(), store=store) as rt:
-            async with trio.open_nursery() as nursery:
-                first, raced = await race_until_in_flight(nursery, rt, rt.resume_agent)
-                await trio.sleep(HELD)
-                assert raced.result is None, "the resume ended while the teardown was held"
-                store.hold.set()
+            first, raced = await race_held_teardown(rt, store, rt.resume_agent, HELD)
             second = raced.agent
             assert rt.agents.get(first.id) is second
             await second.ask("two")
@@ -55,11 +51,7 @@ async def test_a_create_called_as_a_dispose_begins_is_refused_as_for_a_stored_id
             async def create(agent_id: str) -> retinue.Agent:
                 return await rt.create_agent("b", OPTIONS, session_id=agent_id)
 
-            async with trio.open_nursery() as nursery:
-                first, raced = await race_until_in_flight(nursery, rt, create)
-                await trio.sleep(HELD)
-                assert raced.result is None, "the create ended while the teardown was held"
-                store.hold.set()
+            first, raced = await race_held_teardown(rt, store, create, HELD)
             with pytest.raises(retinue.SessionError) as refused:
                 raced.agent  # noqa: B018 - raises what the call raised
             assert refused.value.code == "SESSION_ALREADY_EXISTS"
