@@ -1,13 +1,12 @@
-"""PostgresStore's reader connections: after a burst of concurrent reads the store keeps no more
-idle ones than its bound, on the server as in its pool."""
+"""PostgresStore's reader connections: after a burst of concurrent reads, a store gone quiet
+closes them once unused for the idle age, on the server as in its pool."""
 
 from __future__ import annotations
 
 import pytest
 import trio
 
-from retinue.stores import PostgresStore
-from retinue.stores._pgreaders import IDLE_READERS
+from retinue.stores import PostgresStore, _pgreaders
 from tests.stores._kit import REAL_DEADLINE
 from tests.stores._postgres_locks_kit import backend_of, store_session
 
@@ -28,13 +27,15 @@ def _server_connections(dsn: str, pids: list[int]) -> int:
     return int(row[0])
 
 
-async def test_postgres_a_burst_of_loads_leaves_few_idle_reader_connections(
-    postgres_schema: tuple[str, str],
+async def test_postgres_a_quiet_store_closes_the_reader_connections_of_a_burst(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Loads held up together (a table lock, then let go) each read on a connection of their
-    own; once done, the store keeps ``IDLE_READERS`` of them and the server runs no more."""
+    own; once the store has read nothing for the idle age, it keeps none of them and the
+    server runs none."""
     import psycopg
 
+    monkeypatch.setattr(_pgreaders, "IDLE_SECONDS", 1.0)
     dsn, schema = postgres_schema
     ids = [f"s{index}" for index in range(_BURST)]
     for session_id in ids:
@@ -59,9 +60,10 @@ async def test_postgres_a_burst_of_loads_leaves_few_idle_reader_connections(
                         break
                 blocker.rollback()
             assert len(used) >= _BURST
-            assert len(pool.readers) == IDLE_READERS
-            for _ in range(50):  # a closed connection's backend exits soon after
-                if _server_connections(dsn, sorted(used)) == IDLE_READERS:
+            assert len(pool.readers) >= _BURST
+            for _ in range(100):  # the age, a tick, then a closed connection's backend exits
+                if not pool.readers and _server_connections(dsn, sorted(used)) == 0:
                     break
                 await trio.sleep(0.1)
-            assert _server_connections(dsn, sorted(used)) == IDLE_READERS
+            assert not pool.readers
+            assert _server_connections(dsn, sorted(used)) == 0

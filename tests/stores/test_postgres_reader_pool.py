@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from retinue._errors import StoreError
-from retinue.stores._pgreaders import IDLE_READERS, ReaderPool
+from retinue.stores._pgreaders import IDLE_SECONDS, ReaderPool
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -79,17 +79,8 @@ def test_a_read_goes_on_between_attempts_until_a_close_crosses_it() -> None:
     assert outcomes == ["went on"]
 
 
-def test_a_burst_of_reads_leaves_at_most_the_idle_bound_of_connections_open() -> None:
-    """Reads running at once each take a connection of their own; given back, those past
-    ``IDLE_READERS`` are closed, so that after a burst the pool holds few."""
-    made: list[_Connection] = []
-
-    def connect() -> _Connection:
-        made.append(_Connection())
-        return made[-1]
-
-    pool = ReaderPool("s", connect)  # type: ignore[arg-type]
-    pool.open()
+def _concurrent(pool: ReaderPool, reads: int) -> None:
+    """*reads* reads running at once, each on a connection of its own (each runs the next)."""
 
     def reading(depth: int) -> Callable[[Any], None]:
         def read(_conn: Any) -> None:
@@ -98,8 +89,44 @@ def test_a_burst_of_reads_leaves_at_most_the_idle_bound_of_connections_open() ->
 
         return read
 
-    pool.run(reading(IDLE_READERS * 3 - 1))
-    assert len(made) == IDLE_READERS * 3
-    assert len(pool.readers) == IDLE_READERS
+    pool.run(reading(reads - 1))
+
+
+def _counting_pool(clock: Callable[[], float]) -> tuple[ReaderPool, list[_Connection]]:
+    made: list[_Connection] = []
+
+    def connect() -> _Connection:
+        made.append(_Connection())
+        return made[-1]
+
+    pool = ReaderPool("s", connect, clock=clock)  # type: ignore[arg-type]
+    pool.open()
+    return pool, made
+
+
+def test_a_steady_load_of_many_concurrent_reads_keeps_its_connections() -> None:
+    """Twelve reads at once, again and again: the pool makes twelve connections, then none."""
+    pool, made = _counting_pool(lambda: 0.0)
+    for _ in range(10):
+        _concurrent(pool, 12)
+    assert len(made) == 12
+    assert not any(conn.closed for conn in made)
+    assert len(pool.readers) == 12
+
+
+def test_connections_a_burst_opened_are_closed_once_unused_for_the_idle_age() -> None:
+    """After a burst of twelve, a load of two goes on: once the idle age has passed, the ten
+    it left unused are closed, the two it uses kept."""
+    now = [0.0]
+    pool, made = _counting_pool(lambda: now[0])
+    _concurrent(pool, 12)
+    now[0] = IDLE_SECONDS - 1
+    _concurrent(pool, 2)
+    pool.shed_idle()
+    assert len(pool.readers) == 12
+    now[0] = IDLE_SECONDS + 1
+    pool.shed_idle()
+    assert len(made) == 12
+    assert len(pool.readers) == 2
     assert all(not conn.closed for conn in pool.readers)  # type: ignore[attr-defined]
-    assert sum(conn.closed for conn in made) == IDLE_READERS * 2
+    assert sum(conn.closed for conn in made) == 10

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import contextlib
-import functools
+import os
 import selectors
+import socket
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar, final
 
 from retinue._errors import StoreError
 
-from ._backend import AppendBatch
-from ._common import already_exists, claim_new_id
+from ._common import claim_new_id
+from ._pgrefusals import (
+    claim_lost,
+    claim_refusal,
+    lock_table_full,
+    locked,
+    out_of_locks,
+    row_locked,
+)
 from ._pgschema import (
     check_cancelled,
-    connect_cancellably,
     in_schema,
     locked_tables,
     not_open,
@@ -28,8 +35,9 @@ from ._pgschema import (
 if TYPE_CHECKING:
     import psycopg
 
+    from ._pgreaders import ReaderPool
+
 __all__ = [
-    "Reading",
     "SessionClaims",
     "claim_lost",
     "claim_refusal",
@@ -48,95 +56,20 @@ _HANDOVER_SLICE_MS = 100
 """How long each statement of that wait lasts: between two, a cancelled load or flush gives up."""
 _END_TIMEOUT_MS = 5_000
 """How long a remade lock connection waits for the backend of the dropped one to end."""
-_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10}
+_KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
 """libpq TCP keepalives of the lock connection: a server gone from the network (a cut, a host
-down) is noticed within about a minute, where the system's default waits two hours."""
+down) is noticed within about a minute (30 s idle, then 3 probes 10 s apart), where the system's
+default waits over two hours. Each applies unless the DSN sets it: the DSN's own settings hold."""
 _WATCH_SECONDS = 1.0
 """How often the idle lock connection is looked at for a drop: until its claims are retaken,
 another process may take them."""
 
 T = TypeVar("T")
-
-
-class Reading(Protocol):
-    """Runs a read on a reader connection, and again on a new one if the server dropped it."""
-
-    def __call__(self, read: Callable[[psycopg.Connection[Any]], T], /) -> T: ...
-
-
-def locked(session_id: str) -> StoreError:
-    """The refusal of a session whose writer lock another connection holds."""
-    return StoreError(
-        f"session {session_id!r} is being written by another process", code="SESSION_LOCKED"
-    )
-
-
-class _ClaimLostError(StoreError):
-    """A session's claim lost with the lock connection: never a duplicate create's refusal."""
-
-
-def claim_lost(session_id: str, *, taken: bool) -> StoreError:
-    """The refusal of a write of a session whose claim went with a dropped lock connection;
-    *taken*: another connection has claimed it since."""
-    lost = (
-        f"session {session_id!r}: its claim went with this store's lock connection, which the "
-        "PostgreSQL server ended (a restart, pg_terminate_backend, an idle timeout)"
-    )
-    if taken:
-        return _ClaimLostError(
-            f"{lost}, and another process claimed the session before it was retaken: it is "
-            "being written by another process, and this store writes none of it from now on",
-            code="SESSION_LOCKED",
-        )
-    return _ClaimLostError(
-        f"{lost} during this commit: nothing of it written; its next write claims it again",
-        code="SESSION_LOCKED",
-    )
-
-
-def row_locked(session_id: str | None, waited_ms: int) -> StoreError:
-    """The refusal of a session whose row another transaction held through a commit's lock
-    timeout; without *session_id*, of a group that waited it out with no lock on a table or
-    row found."""
-    named, whose = (
-        ("", "a session's") if session_id is None else (f"session {session_id!r}: ", "its")
-    )
-    return StoreError(
-        f"{named}another transaction holds {whose} row locked (a commit of another writer "
-        "still under way, or a hand-run UPDATE or SELECT ... FOR UPDATE), waited for "
-        f"{waited_ms / 1000:g} s: retry once that transaction ends",
-        code="SESSION_LOCKED",
-    )
-
-
-def claim_refusal(batch: AppendBatch, exc: StoreError) -> StoreError:
-    """Why *batch* is refused when claiming its session raised *exc*.
-
-    The lock of an id held elsewhere means it is stored or being created: a
-    create of it is a duplicate, as the other stores call it, whichever commits first."""
-    if batch.header is not None and exc.code == "SESSION_LOCKED" and type(exc) is StoreError:
-        return already_exists(batch.session_id)
-    return exc
-
-
-def out_of_locks(exc: BaseException) -> bool:
-    """Whether *exc* is the server's lock table running full (its hint names the setting)."""
-    psycopg = psycopg_module()
-    if not isinstance(exc, psycopg.errors.OutOfMemory):
-        return False
-    return "max_locks_per_transaction" in (exc.diag.message_hint or str(exc))
-
-
-def lock_table_full(what: str) -> StoreError:
-    """The refusal of a claim or write once the server's shared lock table is full."""
-    return StoreError(
-        f"{what}: the PostgreSQL server's lock table is full (out of shared memory). "
-        "PostgresStore holds one advisory lock per attached session, in a table of "
-        "max_locks_per_transaction x (max_connections + max_prepared_transactions) entries "
-        "that every client of the server shares: detach sessions, or raise "
-        "max_locks_per_transaction (a server restart applies it)",
-        code="LOCK_TABLE_FULL",
-    )
 
 
 @final
@@ -155,13 +88,17 @@ class SessionClaims:
     def __init__(
         self,
         schema: str,
+        dsn: str,
         connect: Callable[..., psycopg.Connection[Any]],
-        reading: Reading,
+        pool: ReaderPool,
     ) -> None:
         self._schema = schema
+        self._dsn = dsn
         self._handover_sql = in_schema(schema, _HANDOVER)
         self._connect = connect
-        self._reading = reading
+        """Makes a connection, given up once its ``give_up`` keyword raises."""
+        self._pool = pool
+        self._reading = pool.run
         self._locker: psycopg.Connection[Any] | None = None
         self._opened = False
         """Between open and close; the lock connection may not be made yet (first claim)."""
@@ -177,11 +114,14 @@ class SessionClaims:
         """Sessions locked whose handover is still being awaited."""
         self._stop_watching = threading.Event()
         self._watcher: threading.Thread | None = None
+        self._connecting_lock = threading.Lock()
+        self._connecting: set[psycopg.Connection[Any]] = set()
+        """The watcher's new lock connections, until made the lock connection or closed."""
 
     def open(self, *, connect: bool = True) -> None:
         """Take claims from now on, on a lock connection made now or, unless *connect*, by the
         first claim: a store that only reads then holds none."""
-        made = self._connect_locker() if connect else (None, None)
+        made = self._new_locker() if connect else (None, None)
         stop = self._stop_watching = threading.Event()
         with self._locker_lock:
             self._locker, self._locker_backend = made
@@ -196,6 +136,9 @@ class SessionClaims:
         """Give up every lock and close the lock connection; a pending claim then fails."""
         # Set first: a watcher connecting without the lock gives up, and takes it no more.
         self._stop_watching.set()
+        with self._connecting_lock:
+            for connecting in self._connecting:
+                _shut_down(connecting)
         with self._locker_lock:
             self._opened = False
             conn = self._locker
@@ -221,27 +164,20 @@ class SessionClaims:
         schemas from locking each other's sessions (a schema name has no '.')."""
         return f"{self._schema}.{session_id}"
 
-    def _connect_locker(
-        self, give_up: Callable[[], None] | None = None
-    ) -> tuple[psycopg.Connection[Any], tuple[int, object] | None]:
-        """A new lock connection and its backend: its pid and start.
+    def _connect_locker(self, give_up: Callable[[], None] | None = None) -> psycopg.Connection[Any]:
+        """A new lock connection, given up once *give_up* raises, with TCP keepalives."""
+        given = psycopg_module().conninfo.conninfo_to_dict(self._dsn)
+        keepalives = {name: value for name, value in _KEEPALIVES.items() if name not in given}
+        return self._connect(give_up=give_up, **keepalives)
 
-        The server's idle timeouts, set for the role, the database or in the DSN,
-        would end it while no session is written, every claim with it: its session
-        turns them off (any user may; ``idle_session_timeout`` is PostgreSQL 14's)."""
-        connect = functools.partial(self._connect, **_KEEPALIVES)
-        conn = connect() if give_up is None else connect_cancellably(connect, give_up)
+    def _new_locker(self) -> tuple[psycopg.Connection[Any], tuple[int, object] | None]:
+        """A new lock connection, set up, and its backend."""
+        conn = self._connect_locker()
         try:
-            if conn.info.server_version >= 140000:
-                conn.execute("SET idle_session_timeout = 0")
-            conn.execute("SET idle_in_transaction_session_timeout = 0")
-            row = conn.execute(
-                "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
-            ).fetchone()
+            return conn, _set_up(conn)
         except BaseException:
             conn.close()
             raise
-        return conn, ((row[0], row[1]) if row else None)
 
     def _end_backend(self, conn: psycopg.Connection[Any], backend: tuple[int, object]) -> None:
         """End the dropped lock connection's *backend* if the server still runs it.
@@ -390,7 +326,7 @@ class SessionClaims:
         conn = self._locker
         if conn is not None and not (conn.broken or conn.closed):
             return conn
-        conn, backend = self._connect_locker()
+        conn, backend = self._new_locker()
         self._replace_locker(conn, backend)
         return conn
 
@@ -423,6 +359,8 @@ class SessionClaims:
         while not stop.wait(_WATCH_SECONDS):
             with contextlib.suppress(psycopg_module().Error, StoreError):
                 self._retake_if_dropped(stop)
+            # Here too: a process gone quiet after a burst of reads takes and gives back none.
+            self._pool.shed_idle()
 
     def _retake_if_dropped(self, stop: threading.Event) -> None:
         """Replace the lock connection if the server dropped it while it holds claims; connected
@@ -435,13 +373,37 @@ class SessionClaims:
             if stop.is_set():
                 raise not_open()
 
-        conn, backend = self._connect_locker(give_up)
-        with self._locker_lock:
-            # Unless a write remade it meanwhile, or the store closed.
-            if self._dropped():
-                self._replace_locker(conn, backend)
-                return
+        conn = self._connect_locker(give_up)
+        try:
+            with self._ended_by_close(conn, stop):
+                backend = _set_up(conn)
+                with self._locker_lock:
+                    # Unless a write remade it meanwhile, or the store closed.
+                    if self._dropped():
+                        self._replace_locker(conn, backend)
+                        return
+        except BaseException:
+            if conn is not self._locker:
+                conn.close()
+            raise
         conn.close()
+
+    @contextlib.contextmanager
+    def _ended_by_close(
+        self, conn: psycopg.Connection[Any], stop: threading.Event
+    ) -> Iterator[None]:
+        """Let a close end *conn*'s statements at once: a server that stops answering after
+        the login (or a network that drops its packets) would hold them, and the close joining
+        this thread, for as long as the connection's TCP keepalives take to notice."""
+        with self._connecting_lock:
+            if stop.is_set():
+                raise not_open()
+            self._connecting.add(conn)
+        try:
+            yield
+        finally:
+            with self._connecting_lock:
+                self._connecting.discard(conn)
 
     def _dropped(self) -> bool:
         """Whether the lock connection, holding claims, was dropped by the server."""
@@ -493,16 +455,19 @@ class SessionClaims:
         A new claimant's handover waits on the row locks this transaction holds.
         While that backend lives it holds every claimed session's lock.
         """
-        locker = require_open(self._locker)
-        backend = self._locker_backend
-        if not session_ids or locker.broken or locker.closed or backend is None:
-            return set(session_ids)
-        alive = conn.execute(
-            "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND backend_start = %s", backend
-        ).fetchone()
-        if alive is None:
-            return set(session_ids)
-        return {session_id for session_id in session_ids if session_id not in self._claimed}
+        # Under the lock: the watcher may be swapping a new lock connection in. Whoever holds
+        # it runs statements on the lock connection only, never waiting for a commit's locks.
+        with self._locker_lock:
+            locker = require_open(self._locker)
+            backend = self._locker_backend
+            if not session_ids or locker.broken or locker.closed or backend is None:
+                return set(session_ids)
+            alive = conn.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND backend_start = %s", backend
+            ).fetchone()
+            if alive is None:
+                return set(session_ids)
+            return {session_id for session_id in session_ids if session_id not in self._claimed}
 
 
 def _readable(fileno: int) -> bool:
@@ -510,3 +475,27 @@ def _readable(fileno: int) -> bool:
     with selectors.DefaultSelector() as selector:
         selector.register(fileno, selectors.EVENT_READ)
         return bool(selector.select(0))
+
+
+def _set_up(conn: psycopg.Connection[Any]) -> tuple[int, object] | None:
+    """Set up a new lock connection; its backend: its pid and start (a pid alone can be reused).
+
+    The server's idle timeouts, set for the role, the database or in the DSN,
+    would end it while no session is written, every claim with it: its session
+    turns them off (any user may; ``idle_session_timeout`` is PostgreSQL 14's)."""
+    if conn.info.server_version >= 140000:
+        conn.execute("SET idle_session_timeout = 0")
+    conn.execute("SET idle_in_transaction_session_timeout = 0")
+    row = conn.execute(
+        "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+    ).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def _shut_down(conn: psycopg.Connection[Any]) -> None:
+    """Shut *conn*'s socket down: a statement waiting on it fails at once, the connection broken."""
+    with (
+        contextlib.suppress(OSError, psycopg_module().Error),
+        socket.socket(fileno=os.dup(conn.fileno())) as sock,
+    ):
+        sock.shutdown(socket.SHUT_RDWR)

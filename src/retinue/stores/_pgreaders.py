@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
@@ -19,13 +20,16 @@ T = TypeVar("T")
 _READ_LOCK_TIMEOUT_MS = 30_000
 """How long a read waits for a lock on a table held elsewhere: its worker thread, which no
 trio deadline stops, would otherwise wait for as long as the other transaction lasts."""
-IDLE_READERS = 4
-"""How many idle reader connections the pool keeps; one a read gives back past that is closed.
+IDLE_SECONDS = 30.0
+"""How long the pool keeps a connection no read has used; it is closed past that.
 
-A steady load reads little at a time (a load's one snapshot, a claim's handover wait, an id
-looked up for a create: a few milliseconds each), so a few connections serve it without
-reconnecting; a burst of concurrent reads opens one per worker thread (trio runs 40), which
-kept for the store's life would hold that many of the server's max_connections per process."""
+A steady load keeps the connections it runs on at once, however many (at most one per worker
+thread: trio runs 40), reconnecting for none of its reads; those a burst opened beyond it are
+closed once unused this long, checked as reads take and give back connections and every second
+by the claims watcher, so that a process gone quiet after a burst holds none of the server's
+max_connections for them. Half a minute outlasts the pauses of a load that comes and goes (a
+reconnect costs a few milliseconds, a TLS handshake more) and lets a quiet process give the
+server its connections back soon."""
 
 
 @final
@@ -35,14 +39,22 @@ class ReaderPool:
     Closed until :meth:`open`: a read then refuses to start, and a read still
     in flight on :meth:`close` is cancelled in the server and closes its
     connection instead of pooling it. *connect* makes a new autocommit connection.
-    At most :data:`IDLE_READERS` idle connections are kept.
+    An idle connection is kept for :data:`IDLE_SECONDS`; *clock* tells the time.
     """
 
-    def __init__(self, schema: str, connect: Callable[[], psycopg.Connection[Any]]) -> None:
+    def __init__(
+        self,
+        schema: str,
+        connect: Callable[[], psycopg.Connection[Any]],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._schema = schema
         self._connect = connect
+        self._clock = clock
         self.readers: list[psycopg.Connection[Any]] = []
-        """Idle connections, the last made or used first."""
+        """Idle connections, the last used last: those a steady load does not reach age first."""
+        self._idle_since: dict[psycopg.Connection[Any], float] = {}
         self._busy: dict[psycopg.Connection[Any], int] = {}
         """Connections a read runs on now, each with how many closes ran before it was taken."""
         self._lock = threading.Lock()
@@ -55,7 +67,7 @@ class ReaderPool:
         """Let reads start, *first* (a connection made by :meth:`connect`) pooled already."""
         with self._lock:
             if first is not None:
-                self.readers.append(first)
+                self._pool(first)
             self.closed = False
 
     def close(self) -> None:
@@ -71,6 +83,7 @@ class ReaderPool:
             for conn in self.readers:
                 conn.close()
             self.readers.clear()
+            self._idle_since.clear()
             busy = list(self._busy)
         for conn in busy:
             # In a thread of its own: a server that stopped answering holds a cancel request
@@ -117,14 +130,31 @@ class ReaderPool:
             raise
         with self._lock:
             self._busy.pop(conn, None)
-            if self._closes == closes and len(self.readers) < IDLE_READERS:
-                self.readers.append(conn)
-                return result
+            kept = self._closes == closes
+            if kept:
+                self._pool(conn)
         # A read still in flight on a close closes its connection instead of pooling it,
         # even once the pool is open again: the close's cancel may still be on its way.
-        # So does one past the idle bound, left over from a burst.
-        conn.close()
+        if not kept:
+            conn.close()
+        self.shed_idle()
         return result
+
+    def _pool(self, conn: psycopg.Connection[Any]) -> None:
+        """Make *conn* idle from now; under the pool's lock."""
+        self.readers.append(conn)
+        self._idle_since[conn] = self._clock()
+
+    def shed_idle(self) -> None:
+        """Close the idle connections no read has used for :data:`IDLE_SECONDS`."""
+        with self._lock:
+            oldest = self._clock() - IDLE_SECONDS
+            stale = [conn for conn in self.readers if self._idle_since[conn] < oldest]
+            for conn in stale:
+                self.readers.remove(conn)
+                del self._idle_since[conn]
+        for conn in stale:
+            conn.close()
 
     def _read_on(
         self, conn: psycopg.Connection[Any], read: Callable[[psycopg.Connection[Any]], T]
@@ -149,6 +179,7 @@ class ReaderPool:
                 raise not_open()
             if self.readers and not fresh:
                 conn = self.readers.pop()
+                del self._idle_since[conn]
                 self._busy[conn] = self._closes
                 return conn, True, self._closes
         conn = self.connect()

@@ -5,26 +5,15 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, final
 
 from retinue._errors import StoreError
 
 from . import _pgreaders
 from ._backend import AppendBatch, Listing, StoredLog
-from ._common import (
-    WaitedOutError,
-    parse_header,
-    parse_headers,
-    segment_records,
-)
-from ._pgclaims import (
-    SessionClaims,
-    claim_refusal,
-    lock_table_full,
-    out_of_locks,
-    row_locked,
-)
+from ._common import WaitedOutError, parse_header, parse_headers, segment_records
+from ._pgclaims import SessionClaims, claim_refusal, lock_table_full, out_of_locks, row_locked
 from ._pgreaders import ReaderPool
 from ._pgschema import (
     SCHEMA_VERSION,
@@ -96,7 +85,7 @@ class PostgresBackend:
         self._writer: psycopg.Connection[Any] | None = None
         self._write_lock = threading.Lock()
         self._pool = ReaderPool(schema, lambda: self._connect(autocommit=True))
-        self._claims = SessionClaims(schema, self._connect, self._pool.run)
+        self._claims = SessionClaims(schema, dsn, self._connect, self._pool)
         self._unsure: set[str] = set()
         self._tables = SessionTables(schema, self._claims, self._unsure)
         self._committing = threading.local()
@@ -108,8 +97,11 @@ class PostgresBackend:
     def _sql(self, text: str) -> str:
         return in_schema(self._schema, text)
 
-    def _connect(self, *, autocommit: bool = True, **params: Any) -> psycopg.Connection[Any]:
-        """A new connection (libpq *params*); outside a commit, given up if its task is cancelled.
+    def _connect(
+        self, *, autocommit: bool = True, give_up: Callable[[], None] | None = None, **params: Any
+    ) -> psycopg.Connection[Any]:
+        """A new connection (libpq *params*), given up once *give_up* raises: by default,
+        outside a commit, if its task is cancelled.
 
         A commit's connection is given up only by :meth:`close`: nothing of the
         group is sent before it is made, and once sent, a write is done whole."""
@@ -120,9 +112,9 @@ class PostgresBackend:
                 self._dsn, autocommit=autocommit, client_encoding="UTF8", **params
             )
 
-        if getattr(self._committing, "active", False):
-            return connect_cancellably(connect, self._check_not_closing)
-        return connect_cancellably(connect)
+        if give_up is None and getattr(self._committing, "active", False):
+            give_up = self._check_not_closing
+        return connect_cancellably(connect, give_up or check_cancelled)
 
     def _check_not_closing(self) -> None:
         """Refuse to wait on for a connection once :meth:`close` has begun."""

@@ -1,0 +1,94 @@
+"""The refusals of PostgreSQL session claims: a session locked elsewhere, a claim lost, a lock
+table full."""
+
+from __future__ import annotations
+
+from retinue._errors import StoreError
+
+from ._backend import AppendBatch
+from ._common import already_exists
+from ._pgschema import psycopg_module
+
+__all__ = [
+    "claim_lost",
+    "claim_refusal",
+    "lock_table_full",
+    "locked",
+    "out_of_locks",
+    "row_locked",
+]
+
+
+def locked(session_id: str) -> StoreError:
+    """The refusal of a session whose writer lock another connection holds."""
+    return StoreError(
+        f"session {session_id!r} is being written by another process", code="SESSION_LOCKED"
+    )
+
+
+class _ClaimLostError(StoreError):
+    """A session's claim lost with the lock connection: never a duplicate create's refusal."""
+
+
+def claim_lost(session_id: str, *, taken: bool) -> StoreError:
+    """The refusal of a write of a session whose claim went with a dropped lock connection;
+    *taken*: another connection has claimed it since."""
+    lost = (
+        f"session {session_id!r}: its claim went with this store's lock connection, which the "
+        "PostgreSQL server ended (a restart, pg_terminate_backend, an idle timeout)"
+    )
+    if taken:
+        return _ClaimLostError(
+            f"{lost}, and another process claimed the session before it was retaken: it is "
+            "being written by another process, and this store writes none of it from now on",
+            code="SESSION_LOCKED",
+        )
+    return _ClaimLostError(
+        f"{lost} during this commit: nothing of it written; its next write claims it again",
+        code="SESSION_LOCKED",
+    )
+
+
+def row_locked(session_id: str | None, waited_ms: int) -> StoreError:
+    """The refusal of a session whose row another transaction held through a commit's lock
+    timeout; without *session_id*, of a group that waited it out with no lock on a table or
+    row found."""
+    named, whose = (
+        ("", "a session's") if session_id is None else (f"session {session_id!r}: ", "its")
+    )
+    return StoreError(
+        f"{named}another transaction holds {whose} row locked (a commit of another writer "
+        "still under way, or a hand-run UPDATE or SELECT ... FOR UPDATE), waited for "
+        f"{waited_ms / 1000:g} s: retry once that transaction ends",
+        code="SESSION_LOCKED",
+    )
+
+
+def claim_refusal(batch: AppendBatch, exc: StoreError) -> StoreError:
+    """Why *batch* is refused when claiming its session raised *exc*.
+
+    The lock of an id held elsewhere means it is stored or being created: a
+    create of it is a duplicate, as the other stores call it, whichever commits first."""
+    if batch.header is not None and exc.code == "SESSION_LOCKED" and type(exc) is StoreError:
+        return already_exists(batch.session_id)
+    return exc
+
+
+def out_of_locks(exc: BaseException) -> bool:
+    """Whether *exc* is the server's lock table running full (its hint names the setting)."""
+    psycopg = psycopg_module()
+    if not isinstance(exc, psycopg.errors.OutOfMemory):
+        return False
+    return "max_locks_per_transaction" in (exc.diag.message_hint or str(exc))
+
+
+def lock_table_full(what: str) -> StoreError:
+    """The refusal of a claim or write once the server's shared lock table is full."""
+    return StoreError(
+        f"{what}: the PostgreSQL server's lock table is full (out of shared memory). "
+        "PostgresStore holds one advisory lock per attached session, in a table of "
+        "max_locks_per_transaction x (max_connections + max_prepared_transactions) entries "
+        "that every client of the server shares: detach sessions, or raise "
+        "max_locks_per_transaction (a server restart applies it)",
+        code="LOCK_TABLE_FULL",
+    )
