@@ -44,6 +44,17 @@ def _locker_pid(store: PostgresStore) -> int:
     return locker.info.backend_pid
 
 
+async def _drop_and_await_retaken(dsn: str, store: PostgresStore) -> None:
+    """End the store's lock connection in the server; wait until a new one holds both claims."""
+    dropped = _locker_pid(store)
+    drop_lock_connection(dsn, store)
+    for _ in range(50):
+        await trio.sleep(0.1)
+        if _locker_pid(store) != dropped and _advisory_locks(dsn, _locker_pid(store)):
+            break
+    assert _advisory_locks(dsn, _locker_pid(store)) == 2
+
+
 async def _refusals(other: PostgresStore, live: str, new: str) -> tuple[str | None, ...]:
     """The codes of *other*'s refusals to load the *live* session and to claim the *new* id,
     both claimed by another store: each must be refused."""
@@ -97,13 +108,7 @@ async def test_postgres_claims_of_a_dropped_lock_connection_are_retaken_while_id
     with trio.fail_after(REAL_DEADLINE):
         async with PostgresStore(dsn, schema=schema) as store:
             session = await _live_pair(store, "dropped")
-            dropped = _locker_pid(store)
-            drop_lock_connection(dsn, store)
-            for _ in range(50):
-                await trio.sleep(0.1)
-                if _locker_pid(store) != dropped and _advisory_locks(dsn, _locker_pid(store)):
-                    break
-            assert _advisory_locks(dsn, _locker_pid(store)) == 2
+            await _drop_and_await_retaken(dsn, store)
             async with PostgresStore(dsn, schema=schema) as other:
                 refusals = await _refusals(other, "dropped", "new")
                 assert refusals == ("SESSION_LOCKED", "SESSION_ALREADY_EXISTS")
@@ -143,13 +148,7 @@ async def test_postgres_a_lock_connection_past_descriptor_1023_is_watched_too(
             locker = backend_of(store)._claims._locker
             assert locker is not None
             assert locker.fileno() > 1023
-            dropped = _locker_pid(store)
-            drop_lock_connection(dsn, store)
-            for _ in range(50):
-                await trio.sleep(0.1)
-                if _locker_pid(store) != dropped and _advisory_locks(dsn, _locker_pid(store)):
-                    break
-            assert _advisory_locks(dsn, _locker_pid(store)) == 2
+            await _drop_and_await_retaken(dsn, store)
 
 
 async def test_postgres_a_claim_taken_elsewhere_after_a_drop_fails_writes_saying_so(
