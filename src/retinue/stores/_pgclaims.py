@@ -13,14 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, final
 from retinue._errors import StoreError
 
 from ._common import claim_new_id
-from ._pgrefusals import (
-    claim_lost,
-    claim_refusal,
-    lock_table_full,
-    locked,
-    out_of_locks,
-    row_locked,
-)
+from ._pgrefusals import claim_lost, lock_table_full, locked, out_of_locks
 from ._pgschema import (
     check_cancelled,
     in_schema,
@@ -37,15 +30,7 @@ if TYPE_CHECKING:
 
     from ._pgreaders import ReaderPool
 
-__all__ = [
-    "SessionClaims",
-    "claim_lost",
-    "claim_refusal",
-    "lock_table_full",
-    "locked",
-    "out_of_locks",
-    "row_locked",
-]
+__all__ = ["SessionClaims"]
 
 _LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 7))"
 _UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 7))"

@@ -12,7 +12,8 @@ from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch
 from ._common import already_exists, seq_conflict
-from ._pgclaims import SessionClaims, claim_lost
+from ._pgclaims import SessionClaims
+from ._pgrefusals import claim_lost
 from ._pgschema import in_schema
 
 if TYPE_CHECKING:

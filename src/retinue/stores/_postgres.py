@@ -13,8 +13,9 @@ from retinue._errors import StoreError
 from . import _pgreaders
 from ._backend import AppendBatch, Listing, StoredLog
 from ._common import WaitedOutError, parse_header, parse_headers, segment_records
-from ._pgclaims import SessionClaims, claim_refusal, lock_table_full, out_of_locks, row_locked
+from ._pgclaims import SessionClaims
 from ._pgreaders import ReaderPool
+from ._pgrefusals import claim_refusal, lock_table_full, out_of_locks, row_locked
 from ._pgschema import (
     SCHEMA_VERSION,
     check_cancelled,
