@@ -83,7 +83,6 @@ class SessionClaims:
         self._connect = connect
         """Makes a connection, given up once its ``give_up`` keyword raises."""
         self._pool = pool
-        self._reading = pool.run
         self._locker: psycopg.Connection[Any] | None = None
         self._opened = False
         """Between open and close; the lock connection may not be made yet (first claim)."""
@@ -269,7 +268,7 @@ class SessionClaims:
         a cancel waits.
         """
         if not until_lock_free(
-            lambda: self._reading(lambda conn: self._handed_over(conn, session_id)),
+            lambda: self._pool.run(lambda conn: self._handed_over(conn, session_id)),
             timeout_ms=_HANDOVER_TIMEOUT_MS,
             between=check_cancelled,
         ):
@@ -278,7 +277,7 @@ class SessionClaims:
     def _not_handed_over(self, session_id: str) -> StoreError:
         """Why the handover of *session_id* was not seen: a table lock, else its row's."""
         # ROW SHARE: the mode the handover's FOR SHARE takes.
-        tables = self._reading(lambda conn: locked_tables(conn, self._schema, "ROW SHARE"))
+        tables = self._pool.run(lambda conn: locked_tables(conn, self._schema, "ROW SHARE"))
         if tables:
             return table_locked(f"claiming session {session_id!r}", tables, _HANDOVER_TIMEOUT_MS)
         return locked(session_id)
