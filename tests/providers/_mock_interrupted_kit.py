@@ -41,8 +41,16 @@ def assert_every_turn_in_flight_disposed(program: str) -> None:
         timeout=120,
         check=False,
     )
-    raised, *ends = done.stdout.splitlines() or [""]
-    assert ends, done.stdout + done.stderr
-    assert set(ast.literal_eval(ends[0])) <= {"completed", "disposed"}, done.stdout
-    assert "disposed" in ends[0]
-    assert raised in {"raised KeyboardInterrupt True", "raised BaseExceptionGroup True"}, raised
+    assert_reported_disposed(done.stdout, done.stderr)
+
+
+def assert_reported_disposed(stdout: str, stderr: str) -> None:
+    """What a program's :data:`REPORT` printed: ended by Ctrl-C, every agent's last turn
+    ``disposed`` or ``completed``, at least one ``disposed``."""
+    raised, *ends = stdout.splitlines() or [""]
+    assert ends, stdout + stderr
+    assert set(ast.literal_eval(ends[0])) <= {"completed", "disposed"}, stdout
+    assert "disposed" in ends[0], stdout
+    assert raised in {"raised KeyboardInterrupt True", "raised BaseExceptionGroup True"}, (
+        stdout + stderr
+    )
