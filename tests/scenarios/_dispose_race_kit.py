@@ -16,7 +16,13 @@ from retinue.stores._writebehind import BufferedStore
 from retinue.testing import DelegatingStore
 from tests.helpers import OPTIONS
 
-__all__ = ["HeldDetach", "RacedCall", "race_held_teardown", "race_until_in_flight"]
+__all__ = [
+    "HeldDetach",
+    "RacedCall",
+    "race_held_create",
+    "race_held_teardown",
+    "race_until_in_flight",
+]
 
 ATTEMPTS = 64
 """Races run before giving up: each is won about one time in two."""
@@ -106,3 +112,19 @@ async def race_held_teardown(
         assert raced.result is None, "the call ended while the teardown was held"
         store.hold.set()
     return first, raced
+
+
+async def race_held_create(rt: retinue.Runtime, store: HeldDetach, held: float) -> retinue.Agent:
+    """Race a ``create_agent`` of the id with its dispose, the teardown held *held* seconds:
+    the create must wait, then be refused ``SESSION_ALREADY_EXISTS`` as for any stored id,
+    not as a live agent. Returns the disposed agent."""
+
+    async def create(agent_id: str) -> retinue.Agent:
+        return await rt.create_agent("b", OPTIONS, session_id=agent_id)
+
+    first, raced = await race_held_teardown(rt, store, create, held)
+    with pytest.raises(retinue.SessionError) as refused:
+        raced.agent  # noqa: B018 - raises what the call raised
+    assert refused.value.code == "SESSION_ALREADY_EXISTS"
+    assert "already live" not in str(refused.value)
+    return first

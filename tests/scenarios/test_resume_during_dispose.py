@@ -10,8 +10,8 @@ import retinue
 from retinue.session import Session
 from retinue.stores import MemoryStore
 from retinue.testing import Reply, ScriptedModel, check_session_invariants
-from tests.helpers import OPTIONS, runtime, user_texts
-from tests.scenarios._dispose_race_kit import HeldDetach, race_held_teardown, race_until_in_flight
+from tests.helpers import runtime, user_texts
+from tests.scenarios._dispose_race_kit import HeldDetach, race_held_create, race_until_in_flight
 
 HELD = 5.0
 """Virtual seconds the teardown's detach is held, well within the default ``flush_timeout``."""
@@ -98,15 +98,7 @@ async def test_a_create_called_as_a_dispose_begins_is_refused_as_for_a_stored_id
     store = HeldDetach(MemoryStore())
 
     async with runtime(_model(), store=store) as rt:
-
-        async def create(agent_id: str) -> retinue.Agent:
-            return await rt.create_agent("b", OPTIONS, session_id=agent_id)
-
-        first, raced = await race_held_teardown(rt, store, create, HELD)
-        with pytest.raises(retinue.SessionError) as refused:
-            raced.agent  # noqa: B018 - raises what the call raised
-        assert refused.value.code == "SESSION_ALREADY_EXISTS"
-        assert "already live" not in str(refused.value)
+        first = await race_held_create(rt, store, HELD)
         assert rt.agents.get(first.id) is None
         assert user_texts((await rt.store.load(first.id)).events) == ["one"]
 
