@@ -140,6 +140,8 @@ async def test_prompt_submit_block_only_is_a_rejected_zero_step_turn(
         events = agent.session.events
         assert (result.reason.kind, result.reason.reason) == ("rejected", "no shouting")
         assert types_without_chunks(events) == ["turn/start", "prompt/blocked", "turn/end"]
+        logged = of_type(events, "turn/end")[0].data.reason  # type: ignore[union-attr]
+        assert (logged.kind, logged.reason) == ("rejected", "no shouting")
         blocked = of_type(events, "prompt/blocked")[0].data
         assert (texts(blocked.content), blocked.source, blocked.reason) == (
             "HELLO",

@@ -13,7 +13,16 @@ from retinue._stream import STOP, BlockEnd, BlockStart, Finish, StreamChunk, Tex
 from retinue.providers import Usage
 from retinue.session import AssistantMessage, Event, ToolResultEvent
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
-from tests.helpers import OPTIONS, echo, of_type, runtime, turn_ends, types_without_chunks
+from tests.helpers import (
+    OPTIONS,
+    echo,
+    of_type,
+    record_statuses,
+    runtime,
+    texts,
+    turn_ends,
+    types_without_chunks,
+)
 
 
 async def test_simple_turn_event_order(autojump_clock: trio.testing.MockClock) -> None:
@@ -83,15 +92,19 @@ async def test_consecutive_sends_are_separate_turns(autojump_clock: trio.testing
 
 
 async def test_sync_burst_is_one_turn(autojump_clock: trio.testing.MockClock) -> None:
-    """T-P1 / R3.8: a synchronous burst of sends before the driver wakes is one turn."""
+    """T-P1 / R3.8: a synchronous burst of sends before the driver wakes is one turn, no
+    message lost, and the agent's status goes idle, running, idle once."""
     model = ScriptedModel([Reply("ok")], repeat_last=True)
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
+        statuses = record_statuses(rt, agent)
         for index in range(4):
             agent.send(f"m{index}")
         await agent.wait_idle()
         assert len(of_type(agent.session.events, "turn/start")) == 1
-        assert len(of_type(agent.session.events, "user/message")) == 4
+        prompts = of_type(agent.session.events, "user/message")
+        assert [texts(prompt.data.content) for prompt in prompts] == ["m0", "m1", "m2", "m3"]  # type: ignore[union-attr]
+        assert statuses == ["running", "idle"]
 
 
 class _PlainChunks:

@@ -310,3 +310,27 @@ async def test_failed_publication_unwinds_the_setup(
             await rt.create_agent("d", OPTIONS, setup=setup)
         assert len(rt.agents) == 0
         assert not rt.hooks.has_listeners("agent/status")
+
+
+async def test_an_id_is_reserved_while_its_creation_runs_its_setup(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """T-F8 / R12.5: an id is reserved across a creation's setup: a second create of it
+    while the first is still being set up is refused as live, and the first goes on."""
+    async with runtime(ScriptedModel([Reply("ok")], repeat_last=True)) as rt:
+        created: list[retinue.Agent] = []
+
+        async def slow_setup(_agent: retinue.Agent) -> None:
+            await trio.sleep(10)
+
+        async def first() -> None:
+            created.append(await rt.create_agent("a", OPTIONS, session_id="x", setup=slow_setup))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first)
+            await trio.sleep(1)
+            with pytest.raises(retinue.SessionError) as refused:
+                await rt.create_agent("b", OPTIONS, session_id="x")
+            assert refused.value.code == "SESSION_ALREADY_EXISTS"
+        assert [agent.id for agent in created] == ["x"]
+        assert (await created[0].ask("hi")).reason.kind == "completed"

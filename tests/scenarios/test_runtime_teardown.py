@@ -394,3 +394,25 @@ async def test_resuming_an_agent_from_its_own_flush_listener_raises_instead_of_w
         assert codes == ["WAITS_FOR_ITSELF"]
         again = await rt.resume_agent(agent.id)
         assert again.session.last_turn == 1
+
+
+async def test_a_disposed_agent_stays_registered_until_its_final_flush_has_ended(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9: quiescence, the final flush included, strictly precedes the registry's removal:
+    a ``session/flush`` listener of the last flush still finds the agent under its id."""
+    async with runtime(ScriptedModel([Reply("ok")], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        await agent.ask("hi")
+        found: list[retinue.Agent | None] = []
+
+        async def look_up(_agent: retinue.Agent, _session: Session) -> None:
+            await trio.sleep(1)
+            found.append(rt.agents.get(agent.id))
+
+        rt.hooks.on("session/flush", look_up, agent=agent)
+        agent.inject("last words")
+        await agent.dispose()
+        assert found
+        assert all(entry is agent for entry in found)
+        assert rt.agents.get(agent.id) is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -31,20 +32,31 @@ from tests.scenarios._scheduler_kit import (
 # -- T-S5: abort -------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("first", ["read", "write"])
 async def test_scheduler_already_aborted_step_starts_nothing(
-    autojump_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock, first: str
 ) -> None:
-    """T-S5 / R9.19, R9.21, R9.25: aborted before the first call, no body runs, every call is answered.
+    """T-S5 / R9.19, R9.21, R9.25: aborted before the first call, nothing starts, every call
+    is answered.
 
     A ``session/event`` observer cancels as soon as the assistant message with
     the calls is logged; each call gets its ``tool/call`` record and an
-    ``ABORTED_BEFORE_DISPATCH`` result, and the model is not called again.
+    ``ABORTED_BEFORE_DISPATCH`` result, none is prepared (``tools/pre-execute``
+    asks about none: an approval would be asked of a cancelled turn), whether the
+    first group is parallel-safe or exclusive, and the model is not called again.
     """
     probe = Probe()
     read, write = timed_tool("read", probe), timed_tool("write", probe, safe=False)
+    second = "write" if first == "read" else "read"
     model = ScriptedModel(
-        [CallTools([spec("read", "c1"), spec("write", "c2"), spec("read", "c3")]), Reply("next")]
+        [CallTools([spec(first, "c1"), spec(second, "c2"), spec("read", "c3")]), Reply("next")]
     )
+    prepared: list[str] = []
+
+    async def record_prepared(execution: ToolExecution, call_next: Next) -> Any:
+        prepared.append(execution.call_id)
+        return await call_next()
+
     async with runtime(model, tools=[read, write]) as rt:
         agent = await rt.create_agent("a", OPTIONS)
 
@@ -53,9 +65,11 @@ async def test_scheduler_already_aborted_step_starts_nothing(
                 agent.cancel("changed my mind")
 
         rt.hooks.on("session/event", cancel_on_message, agent=agent)
+        rt.hooks.on("tools/pre-execute", record_prepared, agent=agent)
         result = await agent.ask("go")
         assert result.reason.kind == "aborted"
         assert probe.starts == {}
+        assert prepared == []
         events = agent.session.events
         assert [e.data.call_id for e in of_type(events, "tool/call")] == ["c1", "c2", "c3"]  # type: ignore[union-attr]
         assert codes(events) == dict.fromkeys(["c1", "c2", "c3"], "ABORTED_BEFORE_DISPATCH")
