@@ -3,12 +3,9 @@ is remaking: the statements that set it up are ended, not waited for."""
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
 import time
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import trio
@@ -17,57 +14,11 @@ from retinue.session import Session
 from retinue.stores import PostgresStore
 from tests.stores._kit import run_turn
 from tests.stores._postgres_locks_kit import backend_of, drop_lock_connection
+from tests.stores._postgres_silent_kit import Forwarder
 
 pytestmark = pytest.mark.postgres
 
 _CLOSE_SECONDS = 10.0
-
-
-class _Forwarder:
-    """A TCP forwarder to the server of *dsn* that stops passing on what clients send once
-    :attr:`muted` is set, the connections kept open: a server that stops answering."""
-
-    def __init__(self, dsn: str) -> None:
-        parts = urlsplit(dsn)
-        self._target = (parts.hostname or "127.0.0.1", parts.port or 5432)
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        port = self._listener.getsockname()[1]
-        self.dsn = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{port}"))
-        self.muted = threading.Event()
-        self._closed = threading.Event()
-        self._sockets: list[socket.socket] = [self._listener]
-        self._threads = [threading.Thread(target=self._accept)]
-        self._threads[0].start()
-
-    def _accept(self) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                client, _ = self._listener.accept()
-                server = socket.create_connection(self._target)
-                self._sockets += [client, server]
-                for pipe in (
-                    threading.Thread(target=self._pipe, args=(client, server, self.muted)),
-                    threading.Thread(target=self._pipe, args=(server, client, None)),
-                ):
-                    self._threads.append(pipe)
-                    pipe.start()
-
-    def _pipe(self, source: socket.socket, sink: socket.socket, mute: Any) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                while mute is not None and mute.is_set() and not self._closed.is_set():
-                    self._closed.wait(0.05)
-                sink.sendall(data)
-            sink.shutdown(socket.SHUT_WR)  # the end of what one side sends reaches the other
-
-    def close(self) -> None:
-        self._closed.set()
-        for sock in self._sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-        for thread in self._threads:
-            thread.join()
 
 
 async def test_postgres_close_ends_a_remade_lock_connection_the_server_does_not_answer(
@@ -77,7 +28,7 @@ async def test_postgres_close_ends_a_remade_lock_connection_the_server_does_not_
     makes in its place is answered no more once connected. The store's close returns within
     seconds, its watcher ended, rather than wait for the server."""
     dsn, schema = postgres_schema
-    forwarder = _Forwarder(dsn)
+    forwarder = Forwarder(dsn)
     try:
         async with PostgresStore(forwarder.dsn, schema=schema) as store:
             session = Session.create("live")

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import selectors
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, final
@@ -24,6 +21,7 @@ from ._pgschema import (
     table_locked,
     until_lock_free,
 )
+from ._pgsocket import readable, shut_down, shut_down_after
 
 if TYPE_CHECKING:
     import psycopg
@@ -50,6 +48,10 @@ _KEEPALIVES = {
 """libpq TCP keepalives of the lock connection: a server gone from the network (a cut, a host
 down) is noticed within about a minute (30 s idle, then 3 probes 10 s apart), where the system's
 default waits over two hours. Each applies unless the DSN sets it: the DSN's own settings hold."""
+_CLOSE_WAIT_SECONDS = 1.0
+"""How long a close waits for the claims lock before it ends the statement its holder waits for."""
+_UNLOCK_SECONDS = 2.0
+"""How long a close waits for the server to give the locks back before ending the connection."""
 _WATCH_SECONDS = 1.0
 """How often the idle lock connection is looked at for a drop: until its claims are retaken,
 another process may take them."""
@@ -100,13 +102,13 @@ class SessionClaims:
         self._watcher: threading.Thread | None = None
         self._connecting_lock = threading.Lock()
         self._connecting: set[psycopg.Connection[Any]] = set()
-        """The watcher's new lock connections, until made the lock connection or closed."""
+        """New lock connections being set up, until made the lock connection or closed."""
 
     def open(self, *, connect: bool = True) -> None:
         """Take claims from now on, on a lock connection made now or, unless *connect*, by the
         first claim: a store that only reads then holds none."""
-        made = self._new_locker() if connect else (None, None)
         stop = self._stop_watching = threading.Event()
+        made = self._new_locker() if connect else (None, None)
         with self._locker_lock:
             self._locker, self._locker_backend = made
             self._opened = True
@@ -117,21 +119,24 @@ class SessionClaims:
         self._watcher.start()
 
     def close(self) -> None:
-        """Give up every lock and close the lock connection; a pending claim then fails."""
+        """Give up every lock and close the lock connection; a pending claim then fails.
+        Within seconds, whatever the server does: a statement it leaves unanswered is ended."""
         # Set first: a watcher connecting without the lock gives up, and takes it no more.
         self._stop_watching.set()
-        with self._connecting_lock:
-            for connecting in self._connecting:
-                _shut_down(connecting)
-        with self._locker_lock:
+        self._shut_down_connecting()
+        with self._held_for_close():
             self._opened = False
             conn = self._locker
             if conn is not None:
                 if self._claimed and not (conn.broken or conn.closed):
                     # The server drops a closed connection's locks only as its backend
                     # exits, after the close returns: a claim made right after it would
-                    # still find the session locked.
-                    with contextlib.suppress(psycopg_module().Error):
+                    # still find the session locked. Unanswered, the unlock is ended by
+                    # shutting the connection down: the server drops them as it sees the end.
+                    with (
+                        contextlib.suppress(psycopg_module().Error),
+                        shut_down_after(conn, _UNLOCK_SECONDS),
+                    ):
                         conn.execute("SELECT pg_advisory_unlock_all()")
                 conn.close()
             self._locker = None
@@ -140,6 +145,29 @@ class SessionClaims:
             watcher, self._watcher = self._watcher, None
         if watcher is not None:
             watcher.join()
+
+    def _shut_down_connecting(self) -> None:
+        """End the statements of the lock connections being set up, which close would wait for."""
+        with self._connecting_lock:
+            for connecting in self._connecting:
+                shut_down(connecting)
+
+    @contextlib.contextmanager
+    def _held_for_close(self) -> Iterator[None]:
+        """The claims lock, taken from a holder that waits for a server that does not answer
+        (TCP keepalives see nothing wrong while the network acknowledges what is sent): none
+        waits for a lock under it, so one held past a moment is ended by shutting the lock
+        connections down. The claims go too: the server drops the advisory locks of a
+        connection as it sees its end."""
+        while not self._locker_lock.acquire(timeout=_CLOSE_WAIT_SECONDS):
+            self._shut_down_connecting()
+            locker = self._locker
+            if locker is not None:
+                shut_down(locker)
+        try:
+            yield
+        finally:
+            self._locker_lock.release()
 
     def _lock_key(self, session_id: str) -> str:
         """The text hashed into the session's advisory lock key.
@@ -158,7 +186,8 @@ class SessionClaims:
         """A new lock connection, set up, and its backend."""
         conn = self._connect_locker()
         try:
-            return conn, _set_up(conn)
+            with self._ended_by_close(conn, self._stop_watching):
+                return conn, _set_up(conn)
         except BaseException:
             conn.close()
             raise
@@ -377,8 +406,8 @@ class SessionClaims:
         self, conn: psycopg.Connection[Any], stop: threading.Event
     ) -> Iterator[None]:
         """Let a close end *conn*'s statements at once: a server that stops answering after
-        the login (or a network that drops its packets) would hold them, and the close joining
-        this thread, for as long as the connection's TCP keepalives take to notice."""
+        the login (or a network that drops its packets) would hold them, and the close waiting
+        for their thread, for as long as the connection's TCP keepalives take to notice."""
         with self._connecting_lock:
             if stop.is_set():
                 raise not_open()
@@ -394,7 +423,7 @@ class SessionClaims:
         conn = self._locker
         if not self._opened or not self._claimed or conn is None:
             return False
-        if not conn.closed and _readable(conn.fileno()):
+        if not conn.closed and readable(conn.fileno()):
             # Idle, it is sent nothing unasked but the server's goodbye (or a notice):
             # a statement tells which.
             with contextlib.suppress(psycopg_module().OperationalError):
@@ -454,13 +483,6 @@ class SessionClaims:
             return {session_id for session_id in session_ids if session_id not in self._claimed}
 
 
-def _readable(fileno: int) -> bool:
-    """Whether *fileno* has input waiting; ``select()`` would refuse a descriptor past 1023."""
-    with selectors.DefaultSelector() as selector:
-        selector.register(fileno, selectors.EVENT_READ)
-        return bool(selector.select(0))
-
-
 def _set_up(conn: psycopg.Connection[Any]) -> tuple[int, object] | None:
     """Set up a new lock connection; its backend: its pid and start (a pid alone can be reused).
 
@@ -474,12 +496,3 @@ def _set_up(conn: psycopg.Connection[Any]) -> tuple[int, object] | None:
         "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
     ).fetchone()
     return (row[0], row[1]) if row else None
-
-
-def _shut_down(conn: psycopg.Connection[Any]) -> None:
-    """Shut *conn*'s socket down: a statement waiting on it fails at once, the connection broken."""
-    with (
-        contextlib.suppress(OSError, psycopg_module().Error),
-        socket.socket(fileno=os.dup(conn.fileno())) as sock,
-    ):
-        sock.shutdown(socket.SHUT_RDWR)

@@ -102,7 +102,7 @@ class PostgresBackend:
         self, *, autocommit: bool = True, give_up: Callable[[], None] | None = None, **params: Any
     ) -> psycopg.Connection[Any]:
         """A new connection (libpq *params*), given up once *give_up* raises: by default,
-        outside a commit, if its task is cancelled.
+        once the store closes and, outside a commit, if its task is cancelled.
 
         A commit's connection is given up only by :meth:`close`: nothing of the
         group is sent before it is made, and once sent, a write is done whole."""
@@ -113,9 +113,9 @@ class PostgresBackend:
                 self._dsn, autocommit=autocommit, client_encoding="UTF8", **params
             )
 
-        if give_up is None and getattr(self._committing, "active", False):
-            give_up = self._check_not_closing
-        return connect_cancellably(connect, give_up or check_cancelled)
+        committing = getattr(self._committing, "active", False)
+        default = self._check_not_closing if committing else self._between_attempts
+        return connect_cancellably(connect, give_up or default)
 
     def _check_not_closing(self) -> None:
         """Refuse to wait on for a connection once :meth:`close` has begun."""
