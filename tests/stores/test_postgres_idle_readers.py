@@ -3,12 +3,15 @@ closes them once unused for the idle age, on the server as in its pool."""
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import pytest
 import trio
 
 from retinue.stores import PostgresStore, _pgreaders
 from tests.stores._kit import REAL_DEADLINE
-from tests.stores._postgres_locks_kit import backend_of, store_session
+from tests.stores._postgres_locks_kit import backend_of, drop_lock_connection, store_session
 
 pytestmark = pytest.mark.postgres
 
@@ -67,3 +70,41 @@ async def test_postgres_a_quiet_store_closes_the_reader_connections_of_a_burst(
                 await trio.sleep(0.1)
             assert not pool.readers
             assert _server_connections(dsn, sorted(used)) == 0
+
+
+async def test_postgres_idle_readers_are_closed_while_the_lock_connection_is_being_made_again(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server drops the lock connection of a store holding a claim, and the new one it
+    makes waits for a server that does not answer: the store's idle reader connection is
+    closed once unused for the idle age all the same, not when the lock connection is made."""
+    monkeypatch.setattr(_pgreaders, "IDLE_SECONDS", 1.0)
+    dsn, schema = postgres_schema
+    await store_session(dsn, schema, "stored")
+    unanswered = threading.Event()
+    connecting = threading.Event()
+    with trio.fail_after(REAL_DEADLINE):
+        async with PostgresStore(dsn, schema=schema) as store:
+            loaded = await store.load("stored")
+            claims = backend_of(store)._claims
+            connect = claims._connect
+
+            def connect_unanswered(**params: Any) -> Any:
+                connecting.set()
+                unanswered.wait(REAL_DEADLINE)
+                return connect(**params)
+
+            claims._connect = connect_unanswered
+            try:
+                pool = backend_of(store)._pool
+                assert pool.readers
+                drop_lock_connection(dsn, store)
+                assert await trio.to_thread.run_sync(connecting.wait, REAL_DEADLINE)
+                for _ in range(50):
+                    if not pool.readers:
+                        break
+                    await trio.sleep(0.1)
+                assert not pool.readers
+            finally:
+                unanswered.set()
+            await store.detach(loaded)

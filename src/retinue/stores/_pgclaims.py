@@ -372,8 +372,6 @@ class SessionClaims:
         while not stop.wait(_WATCH_SECONDS):
             with contextlib.suppress(psycopg_module().Error, StoreError):
                 self._retake_if_dropped(stop)
-            # Here too: a process gone quiet after a burst of reads takes and gives back none.
-            self._pool.shed_idle()
 
     def _retake_if_dropped(self, stop: threading.Event) -> None:
         """Replace the lock connection if the server dropped it while it holds claims; connected

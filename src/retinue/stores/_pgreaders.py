@@ -25,11 +25,14 @@ IDLE_SECONDS = 30.0
 
 A steady load keeps the connections it runs on at once, however many (at most one per worker
 thread: trio runs 40), reconnecting for none of its reads; those a burst opened beyond it are
-closed once unused this long, checked as reads take and give back connections and every second
-by the claims watcher, so that a process gone quiet after a burst holds none of the server's
-max_connections for them. Half a minute outlasts the pauses of a load that comes and goes (a
-reconnect costs a few milliseconds, a TLS handshake more) and lets a quiet process give the
-server its connections back soon."""
+closed once unused this long, checked as reads take and give back connections and every
+:data:`SHED_SECONDS` by a thread of the pool, so that a process gone quiet after a burst holds
+none of the server's max_connections for them. Half a minute outlasts the pauses of a load that
+comes and goes (a reconnect costs a few milliseconds, a TLS handshake more) and lets a quiet
+process give the server its connections back soon."""
+SHED_SECONDS = 1.0
+"""How often the pool looks for connections past their idle age: on a thread of its own, which
+waits on no other connection (the lock connection being made again may wait for the server)."""
 
 
 @final
@@ -62,6 +65,8 @@ class ReaderPool:
         self._closes = 0
         """How many times :meth:`close` ran: a read under way across one was sent its cancel,
         which may land after a reopen, on whatever statement its connection runs then."""
+        self._stop_shedding = threading.Event()
+        self._shedder: threading.Thread | None = None
 
     def open(self, first: psycopg.Connection[Any] | None = None) -> None:
         """Let reads start, *first* (a connection made by :meth:`connect`) pooled already."""
@@ -69,6 +74,20 @@ class ReaderPool:
             if first is not None:
                 self._pool(first)
             self.closed = False
+        if self._shedder is not None:
+            return  # opened already
+        stop = self._stop_shedding = threading.Event()
+        # Joined by close: it lives as long as the connections it sheds.
+        self._shedder = threading.Thread(
+            target=self._shed, args=(stop,), name="retinue-postgres-readers", daemon=True
+        )
+        self._shedder.start()
+
+    def _shed(self, stop: threading.Event) -> None:
+        """Shed the idle connections past their age every :data:`SHED_SECONDS`, until *stop*:
+        a process gone quiet after a burst of reads takes and gives back none."""
+        while not stop.wait(SHED_SECONDS):
+            self.shed_idle()
 
     def close(self) -> None:
         """Close every idle connection, cancel the reads under way; refuse reads until :meth:`open`.
@@ -85,6 +104,10 @@ class ReaderPool:
             self.readers.clear()
             self._idle_since.clear()
             busy = list(self._busy)
+        self._stop_shedding.set()
+        shedder, self._shedder = self._shedder, None
+        if shedder is not None:
+            shedder.join()
         for conn in busy:
             # In a thread of its own: a server that stopped answering holds a cancel request
             # for its whole timeout, and the close must not wait for it.
