@@ -27,6 +27,8 @@ pytestmark = pytest.mark.postgres
 _CLOSE_SECONDS = 10.0
 _DRAIN_SECONDS = 2.0
 """The deadline of a close whose drain waits for the server: what it leaves unwritten is lost."""
+_DEADLINE_MET_SECONDS = 3.0
+"""How soon a claim under a deadline of a second returns: at the deadline, give or take."""
 _CUT_SECONDS = 15.0
 """When the forwarder ends what a close still waits for: past the close's deadline."""
 
@@ -168,3 +170,37 @@ async def _load_refused(store: PostgresStore, session_id: str) -> None:
     """Load *session_id*, which the store's close fails."""
     with pytest.raises(StoreError):
         await store.load(session_id)
+
+
+async def test_postgres_a_claim_behind_one_the_server_leaves_unanswered_heeds_its_deadline(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """Once the server answers nothing more, a claim of a new id waits for the lock
+    connection's answer, holding up every other claim. A second claim, under a deadline,
+    returns at it, and claims nothing: once the server is gone, its id is free."""
+    dsn, schema = postgres_schema
+    forwarder = Forwarder(dsn)
+    try:
+        async with trio.open_nursery() as nursery:
+            async with PostgresStore(forwarder.dsn, schema=schema) as store:
+                await _claim_sessions(store, ["one"])
+                forwarder.muted.set()
+                nursery.start_soon(_claim_refused, store, "first")
+                await trio.sleep(0.5)  # its claim asks the lock connection, unanswered
+                nursery.start_soon(cut_after, forwarder, _CUT_SECONDS)
+                started = time.monotonic()
+                with trio.move_on_after(1.0):
+                    await store.claim_new("second")
+                assert time.monotonic() - started < _DEADLINE_MET_SECONDS
+                await trio.to_thread.run_sync(forwarder.close)
+                assert not backend_of(store)._claims.holds("second")
+            nursery.cancel_scope.cancel()
+        await _await_locks_free(dsn, schema, ["second"])
+    finally:
+        forwarder.close()
+
+
+async def _claim_refused(store: PostgresStore, session_id: str) -> None:
+    """Claim *session_id*, which the server's end fails."""
+    with pytest.raises(StoreError):
+        await store.claim_new(session_id)

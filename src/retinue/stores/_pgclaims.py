@@ -21,7 +21,7 @@ from ._pgschema import (
     table_locked,
     until_lock_free,
 )
-from ._pgsocket import readable, shut_down, shut_down_after
+from ._pgsocket import held_in_slices, readable, shut_down, shut_down_after
 
 if TYPE_CHECKING:
     import psycopg
@@ -152,22 +152,24 @@ class SessionClaims:
             for connecting in self._connecting:
                 shut_down(connecting)
 
-    @contextlib.contextmanager
-    def _held_for_close(self) -> Iterator[None]:
+    def _held_for_close(self) -> contextlib.AbstractContextManager[None]:
         """The claims lock, taken from a holder that waits for a server that does not answer
         (TCP keepalives see nothing wrong while the network acknowledges what is sent): none
         waits for a lock under it, so one held past a moment is ended by shutting the lock
         connections down. The claims go too: the server drops the advisory locks of a
         connection as it sees its end."""
-        while not self._locker_lock.acquire(timeout=_CLOSE_WAIT_SECONDS):
-            self._shut_down_connecting()
-            locker = self._locker
-            if locker is not None:
-                shut_down(locker)
-        try:
-            yield
-        finally:
-            self._locker_lock.release()
+        return held_in_slices(self._locker_lock, _CLOSE_WAIT_SECONDS, self._shut_down_lockers)
+
+    def _shut_down_lockers(self) -> None:
+        self._shut_down_connecting()
+        locker = self._locker
+        if locker is not None:
+            shut_down(locker)
+
+    def _held_unless_cancelled(self) -> contextlib.AbstractContextManager[None]:
+        """The claims lock, given up with ``trio.Cancelled`` once the trio task of this worker
+        thread is cancelled: its holder may wait for a server that does not answer."""
+        return held_in_slices(self._locker_lock, _HANDOVER_SLICE_MS / 1000, check_cancelled)
 
     def _lock_key(self, session_id: str) -> str:
         """The text hashed into the session's advisory lock key.
@@ -250,7 +252,7 @@ class SessionClaims:
 
     def _lock_for_handover(self, session_id: str) -> psycopg.Connection[Any] | None:
         """Take the lock, marking the session pending; ``None`` if it is claimed already."""
-        with self._locker_lock:
+        with self._held_unless_cancelled():
             # Advisory locks stack: a second claim of a session waits for the first.
             while session_id in self._pending:
                 self._settled.wait(_HANDOVER_SLICE_MS / 1000)
@@ -326,7 +328,7 @@ class SessionClaims:
 
     def probe(self) -> None:
         """Notice a lock connection the server dropped (its locks are gone) before writing."""
-        with self._locker_lock:
+        with self._held_unless_cancelled():
             conn = self._live_locker()
             with contextlib.suppress(psycopg_module().OperationalError):
                 conn.execute("SELECT 1")

@@ -1,4 +1,5 @@
-"""The socket of a PostgreSQL connection: whether input waits on it, and shutting it down."""
+"""The socket of a PostgreSQL connection (whether input waits on it, shutting it down), and a
+lock whose holder may wait on one for an answer that never comes."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 import selectors
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ._pgschema import psycopg_module
@@ -15,7 +16,7 @@ from ._pgschema import psycopg_module
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["readable", "shut_down", "shut_down_after"]
+__all__ = ["held_in_slices", "readable", "shut_down", "shut_down_after"]
 
 
 def readable(fileno: int) -> bool:
@@ -50,3 +51,17 @@ def shut_down_after(conn: psycopg.Connection[Any], seconds: float) -> Iterator[N
         timer.cancel()
         # Not after the block has closed *conn*: its descriptor could be another socket's by then.
         timer.join()
+
+
+@contextlib.contextmanager
+def held_in_slices(
+    lock: threading.Lock, slice_seconds: float, between: Callable[[], None]
+) -> Iterator[None]:
+    """*lock*, held for the block; *between* runs after each *slice_seconds* it is held
+    elsewhere (it may raise, giving the wait up, or end what the holder waits for)."""
+    while not lock.acquire(timeout=slice_seconds):
+        between()
+    try:
+        yield
+    finally:
+        lock.release()
