@@ -183,13 +183,19 @@ def bare_error(status: int, api: Api, message: str) -> bytes:
 
 
 async def _timed(
-    events: list[bytes], timing: Timing, rng: random.Random
+    events: list[bytes], timing: Timing, rng: random.Random, *, lingers: bool = False
 ) -> AsyncGenerator[bytes, None]:
+    """*events* at the timing's delays; with *lingers*, the body then held its ``linger``."""
     for position, event in enumerate(events):
         delay = Timing.draw(timing.first_token if position == 0 else timing.inter_chunk, rng)
         await trio.sleep(delay)
         yield event
-    await trio.lowlevel.checkpoint()
+    # Drawn after the events' delays: a request's draws of them stay as they were.
+    linger = Timing.draw(timing.linger, rng) if lingers else 0.0
+    if linger == math.inf:
+        await trio.lowlevel.checkpoint()
+        yield STALL  # held open until the client closes it
+    await trio.sleep(linger)
 
 
 async def _faulted(
@@ -294,11 +300,12 @@ def answer(call: MockCall, response: MockResponse, timing: Timing, rng: random.R
             (value for name, value in response.headers if name.lower() == "content-type"), ""
         )
         if response.status == 200 and content_type.lower().startswith("text/event-stream"):
-            return Outgoing(200, response.headers, _timed(_sse_parts(response.body), timing, rng))
+            parts = _sse_parts(response.body)
+            return Outgoing(200, response.headers, _timed(parts, timing, rng, lingers=True))
         return Outgoing(response.status, response.headers, response.body)
     assert isinstance(response, MockReply)
     if call.stream:
-        return Outgoing(200, _SSE, _timed(render_stream(call, response), timing, rng))
+        return Outgoing(200, _SSE, _timed(render_stream(call, response), timing, rng, lingers=True))
     return Outgoing(200, JSON_HEADERS, render_json(call, response))
 
 

@@ -85,10 +85,13 @@ class Endless:
 @final
 @attrs.frozen
 class Timing:
-    """Delays the server adds: before the headers, before the first event, between events.
+    """Delays the server adds: before the headers, before the first event, between events,
+    and after a stream's last event before its body ends (``linger``).
 
     Each is seconds (``inf``, or a number too large for a float: never) or a function of
-    the request's RNG, drawn per request.
+    the request's RNG, drawn per request. A stream that lingers for ever is held open
+    after its last event until the client closes it, as a proxy keeping the connection
+    may hold it.
 
     Raises:
         TypeError, ValueError: a fixed delay is not a number of seconds >= 0.
@@ -97,6 +100,7 @@ class Timing:
     latency: Delay = attrs.field(default=0.0, validator=_valid_delay)
     first_token: Delay = attrs.field(default=0.0, validator=_valid_delay)
     inter_chunk: Delay = attrs.field(default=0.0, validator=_valid_delay)
+    linger: Delay = attrs.field(default=0.0, kw_only=True, validator=_valid_delay)
 
     @staticmethod
     def draw(delay: Delay, rng: random.Random) -> float:
