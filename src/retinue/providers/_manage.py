@@ -17,7 +17,7 @@ import trio
 from retinue._checks import finite_number_error
 from retinue._errors import NoAdapterError
 from retinue._request import ModelRequest
-from retinue._stream import StreamChunk, UsageChunk
+from retinue._stream import Finish, StreamChunk, UsageChunk
 
 from ._admission import AdmissionController, AdmissionTicket
 from ._estimate import estimate_tokens
@@ -92,6 +92,8 @@ class ManagedModel:
         Each attempt waits for admission first. A retryable failure before the
         first chunk is retried after the policy's delay (``on_retry`` is told
         first); after a chunk was yielded, or on the last attempt, it raises.
+        Closed right after its finish chunk, the stream's end (R10.2), the call
+        completed: its lane counts it a success, as one that ended by itself.
         """
         return self._stream(request)
 
@@ -109,15 +111,21 @@ class ManagedModel:
                 async with self._admit(request, provider) as ticket:
                     self._count_attempt(attempt)
                     async with _closing(model.stream(request)) as chunks:
-                        first = await _first(chunks, ticket)
-                        if first is _NO_CHUNK:
+                        chunk = await _first(chunks, ticket)
+                        if chunk is _NO_CHUNK:
                             return
                         yielded = True
-                        yield first
-                        async for chunk in chunks:
-                            if ticket is not None and isinstance(chunk, UsageChunk):
-                                ticket.record_usage(chunk.usage.total_tokens)
+                        try:
                             yield chunk
+                            async for chunk in chunks:
+                                if ticket is not None and isinstance(chunk, UsageChunk):
+                                    ticket.record_usage(chunk.usage.total_tokens)
+                                yield chunk
+                        except GeneratorExit:
+                            # Closed by its reader right after its finish, the stream's
+                            # end (R10.2): a completed call, the lane's success.
+                            if type(chunk) is not Finish:
+                                raise
                 return
             except ProviderError as error:
                 if not self._retried(error, attempt, yielded=yielded):
@@ -339,7 +347,8 @@ def manage(
 ) -> ManagedModel:
     """Wrap *model* with retries and admission control; returns a :class:`Model`.
 
-    Admission is taken per attempt and held until the attempt's stream ends;
+    Admission is taken per attempt and held until the attempt's stream ends, or is
+    closed right after its finish chunk (a completed call all the same);
     retries happen only before the first chunk was yielded; *on_retry* is called
     (synchronously, failures logged) before each retry's wait.
 
