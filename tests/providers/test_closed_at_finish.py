@@ -1,20 +1,27 @@
 """A stream its reader closes right after its finish is a completed call (R10.2).
 
-``manage`` counts such a call as one that ended by itself: a success for its
-admission lane, which grows a cut concurrency limit back, and no failure.
+The step reads a model's stream up to its finish and closes it there, so a
+stream held open after its finish holds no turn. ``manage`` counts such a
+call as one that ended by itself: a success for its admission lane, which
+grows a cut concurrency limit back, and no failure. Through the real HTTP
+path too: the mock server holds each stream open after its last event.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
 import attrs
+import pytest
 import trio
 import trio.testing
 
-from retinue import Text
+import retinue
+from retinue import AgentOptions, Text
 from retinue.providers import (
     AdmissionController,
     AdmissionLimits,
@@ -29,8 +36,10 @@ from retinue.providers import (
     UsageChunk,
     manage,
 )
-from tests.providers.support import make_request
+from retinue.providers.mock import MockReply, MockServer, ReplayPolicy, ScriptedPolicy, Timing
+from tests.providers.support import ALL_FIXTURES, collect, load, make_request, mock_adapter
 
+OPTIONS = AgentOptions(model="m")
 USAGE = Usage(input_tokens=5, output_tokens=3)
 
 
@@ -112,3 +121,80 @@ async def test_a_managed_stream_closed_before_its_finish_is_no_success(
         await stream.aclose()
     (lane,) = admission.statistics().lanes
     assert (lane.in_flight, lane.concurrency_limit) == (0, 1.0)
+
+
+async def test_a_turn_whose_managed_stream_stays_open_after_its_finish_completes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The turn completes with the answer, the stream was closed, and the lane counts the
+    call a success with nothing left in flight, where the turn waited on the open stream."""
+    model = _HeldOpen()
+    admission = _cut_admission(model.provider)
+    managed = manage(model, admission=admission)
+    with trio.fail_after(60):
+        async with retinue.open_runtime(models=managed) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            result = await agent.ask("hi")
+    assert (result.reason.kind, result.text, result.usage) == ("completed", "hello", USAGE)
+    assert model.closed == 1
+    (lane,) = admission.statistics().lanes
+    assert (lane.in_flight, lane.admitted, lane.concurrency_limit) == (0, 1, 2.0)
+    assert managed.statistics().failures == 0
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+async def test_an_http_stream_held_open_after_its_last_event_completes_its_turn(
+    autojump_clock: trio.testing.MockClock, api: str
+) -> None:
+    """A server holding the connection open after its last event: through the adapter and
+    ``manage``, the turn completes with the answer and its usage, and the lane counts a
+    success with nothing in flight. (An adapter stops reading at the terminal event and
+    its stream ends after a second of draining; closed at the finish, the call counts
+    the same.)"""
+    reply = MockReply(text="hello there", input_tokens=5, output_tokens=3)
+    server = MockServer(ScriptedPolicy([reply]), timing=Timing(linger=math.inf))
+    with trio.fail_after(60):
+        async with mock_adapter(api, server) as adapter:
+            admission = _cut_admission(adapter.provider)
+            managed = manage(adapter, admission=admission)
+            async with retinue.open_runtime(models=managed) as rt:
+                agent = await rt.create_agent("a", OPTIONS)
+                result = await agent.ask("hi")
+    assert (result.reason.kind, result.text) == ("completed", "hello there")
+    assert result.usage is not None
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (5, 3)
+    (lane,) = admission.statistics().lanes
+    assert (lane.in_flight, lane.admitted, lane.concurrency_limit) == (0, 1, 2.0)
+    assert managed.statistics().failures == 0
+    stats = server.statistics()
+    # Held open after its last event, the body was closed by the client, never ended.
+    assert (stats.streams_started, stats.streams_aborted) == (1, 1)
+
+
+def _streamed_fixtures() -> list[str]:
+    names = []
+    for path in ALL_FIXTURES:
+        response = json.loads(path.read_text(encoding="utf-8"))["response"]
+        kind = str(response["headers"].get("content-type", ""))
+        if response["status"] == 200 and kind.startswith("text/event-stream"):
+            names.append(path.name)
+    return names
+
+
+@pytest.mark.parametrize("name", _streamed_fixtures())
+async def test_a_recorded_stream_read_up_to_its_finish_loses_nothing(
+    autojump_clock: trio.testing.MockClock, name: str
+) -> None:
+    """Each adapter yields its finish last, after the usage: a recorded stream held open
+    after its last event, read up to its finish, gives every chunk read to its end."""
+    exchange = load(name)
+    api = {"chat.completions": "chat"}.get(exchange["api"], exchange["api"])
+    request = make_request("hello")
+    with trio.fail_after(60):
+        async with mock_adapter(api, MockServer(ReplayPolicy.of(exchange))) as model:
+            whole = (await collect(model, request)).chunks
+        held = MockServer(ReplayPolicy.of(exchange), timing=Timing(linger=math.inf))
+        async with mock_adapter(api, held) as model:
+            read = await _up_to_finish(model, request)
+    assert read == whole
+    assert any(isinstance(chunk, UsageChunk) for chunk in read)

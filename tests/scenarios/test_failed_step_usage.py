@@ -69,20 +69,21 @@ async def test_a_failed_step_s_usage_counts_in_the_turn_s_usage(
 
 
 class _FailsThen:
-    """Streams usage (1, 5) and ``finish{error}``, then, at one virtual second a chunk, a
-    chunk past the finish (*raises*: a raise instead)."""
+    """Streams usage (1, 5) and ``finish{error}``, at one virtual second a chunk; closed,
+    it takes a second more (*raises*: then raises)."""
 
     def __init__(self, *, raises: bool) -> None:
         self.raises = raises
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        for chunk in (UsageChunk(Usage(1, 5)), Finish(Errored("overloaded", "OVERLOADED"))):
+        try:
+            for chunk in (UsageChunk(Usage(1, 5)), Finish(Errored("overloaded", "OVERLOADED"))):
+                await trio.sleep(1)
+                yield chunk
+        finally:
             await trio.sleep(1)
-            yield chunk
-        await trio.sleep(1)
-        if self.raises:
-            raise ConnectionError("reset after the error event")
-        yield UsageChunk(Usage(9, 9))
+            if self.raises:
+                raise ConnectionError("reset after the error event")
 
 
 @pytest.mark.parametrize("how", ["cancelled", "raised"])
@@ -90,8 +91,9 @@ async def test_a_failed_finish_s_usage_counts_whatever_ends_the_stream_after_it(
     autojump_clock: trio.testing.MockClock, how: str
 ) -> None:
     """R7.36, R10.5: a cancel landing after the ``finish{error}`` chunk, or the stream raising
-    past it, still counts the usage the log holds for the step, as the log's summary of the
-    turn reads it (a crashed turn's answer), where the live result counted none."""
+    past it, while the stream is closed, still counts the usage the log holds for the step,
+    as the log's summary of the turn reads it (a crashed turn's answer), where the live
+    result counted none."""
     async with runtime(_FailsThen(raises=how == "raised")) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         with trio.fail_after(10):

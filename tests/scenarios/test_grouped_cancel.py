@@ -3,8 +3,9 @@ bare one is: a stray one is the code's failure, a real one passes on alone (R7.4
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
+from typing import Any, cast
 
 import pytest
 import trio
@@ -101,8 +102,10 @@ class _GroupingModel:
         if not self.raised:
             self.raised = True
             raise self.grouping(await kept_stray_cancelled())
-        async for chunk in self.model.stream(request):
-            yield chunk
+        stream = cast(AsyncGenerator[StreamChunk, None], self.model.stream(request))
+        async with aclosing(stream) as chunks:
+            async for chunk in chunks:
+                yield chunk
 
 
 async def test_a_model_raising_a_group_with_a_stray_cancel_fails_only_its_turn(

@@ -11,7 +11,7 @@ from retinue._errors import HookError, ModelError, failure_of
 from retinue._lossless import same_json
 from retinue._options import AgentOptions
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
-from retinue._stream import Aborted, Errored, FinishReason, MaxTokens, StreamChunk
+from retinue._stream import Aborted, Errored, Finish, FinishReason, MaxTokens, StreamChunk
 from retinue.session import (
     AssistantMessage,
     EpochHeader,
@@ -156,7 +156,7 @@ async def run_step(
 async def _stream(
     core: AgentCore, state: TurnState, request: ModelRequest, signal: StepSignal
 ) -> tuple[BlockAssembler, list[int]] | None:
-    """Feed and log every chunk of the model's stream; ``None`` if the step was aborted."""
+    """Feed and log the model's stream up to its finish; ``None`` if the step was aborted."""
     session, turn, step = core.session, state.turn, state.step
     assembler = BlockAssembler()
     seqs: list[int] = []
@@ -179,6 +179,8 @@ async def _stream(
                         logged(append_chunk(turn, step, chunk))
                     raise
                 logged(append_chunk(turn, step, chunk))
+                if type(chunk) is Finish:
+                    break  # its end (R10.2): one held open after it would hold the turn
         finally:
             await _closed(reader)  # the stream itself, if it made no iterator
     except BaseException as exc:

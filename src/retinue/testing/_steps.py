@@ -112,6 +112,12 @@ def _exception(_instance: object, attribute: attrs.Attribute[BaseException], val
     )
 
 
+def _flag(instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
+    # A truthy str ("no") would be taken as yes.
+    if not isinstance(value, bool):
+        raise wrong_type(instance, attribute.name, "a bool", value)
+
+
 def _usage(instance: object, attribute: attrs.Attribute[Usage | None], value: object) -> None:
     # Streamed as it is, a wrong value would end the turn blaming the model for a
     # malformed chunk, far from the step that holds it.
@@ -453,15 +459,20 @@ class Hang:
 @final
 @attrs.frozen
 class RawChunks:
-    """Stream exactly these chunks, for protocol edge cases; nothing is added."""
+    """Stream exactly these chunks, for protocol edge cases; nothing is added.
+
+    With ``hang`` the stream then stays open, yielding nothing, until it is
+    closed or cancelled: a server that holds its connection after the last event.
+    """
 
     chunks: tuple[StreamChunk, ...] = attrs.field(converter=_stream)
     delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
     chunk_delay: float = attrs.field(default=0.0, kw_only=True, validator=_seconds)
+    hang: bool = attrs.field(default=False, kw_only=True, validator=_flag)
     _plan: Plan = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "_plan", Plan(self.chunks))
+        object.__setattr__(self, "_plan", Plan(self.chunks, "hang" if self.hang else "finish"))
 
 
 Step: TypeAlias = (
