@@ -47,8 +47,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
-from typing import Any, NamedTuple
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, NamedTuple, cast
 
 import attrs
 import trio
@@ -124,9 +124,12 @@ class FreshChunks:
         self.model = model
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        """The ScriptedModel's stream, each chunk copied (it ends on its own: zero delays)."""
-        async for chunk in self.model.stream(request):
-            yield _fresh(chunk)
+        """The ScriptedModel's stream, each chunk copied; closed with this one, as the runtime
+        closes a stream at its finish."""
+        inner = cast(AsyncGenerator[StreamChunk, None], self.model.stream(request))
+        async with contextlib.aclosing(inner) as chunks:
+            async for chunk in chunks:
+                yield _fresh(chunk)
 
 
 async def run_agents(
