@@ -22,7 +22,7 @@ from retinue.testing import (
     ToolCallSpec,
     check_session_invariants,
 )
-from tests.helpers import OPTIONS, nap, turn_ends
+from tests.helpers import DEADLINE, OPTIONS, nap, turn_ends
 
 
 class BodyError(Exception):
@@ -253,12 +253,16 @@ async def test_a_store_that_hangs_on_the_final_detach_cannot_keep_the_runtime_op
 
 @pytest.mark.parametrize("bound", [0, -1.0, float("nan")])
 async def test_open_runtime_refuses_a_flush_timeout_that_is_not_a_positive_number(
+    autojump_clock: trio.testing.MockClock,
     bound: float,
 ) -> None:
     """R7.49, R12.9: ``flush_timeout`` bounds every flush and the final detach; zero, a
     negative number or NaN (which would silently mean no bound) is a ConfigError naming it.
     """
-    with pytest.raises(retinue.ConfigError, match="flush_timeout must be a positive number"):
+    with (
+        trio.fail_after(DEADLINE),
+        pytest.raises(retinue.ConfigError, match="flush_timeout must be a positive number"),
+    ):
         async with retinue.open_runtime(models=ScriptedModel([]), flush_timeout=bound):
             pass  # pragma: no cover - refused before the body runs
 

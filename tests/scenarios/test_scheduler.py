@@ -21,7 +21,7 @@ from retinue import Accept, AgentOptions, Deny, HookContext, MessageSource, Text
 from retinue.session import ToolCallEvent, ToolResultEvent
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
 from retinue.tools import ToolExecution, ToolExecutionResult
-from tests.helpers import OPTIONS, Next, of_type, runtime, turn_ends
+from tests.helpers import DEADLINE, OPTIONS, Next, of_type, runtime, turn_ends
 from tests.scenarios._scheduler_kit import (
     Probe,
     call_seq,
@@ -264,9 +264,11 @@ async def test_scheduler_later_calls_may_be_logged_before_earlier_results(
 
 
 @pytest.mark.parametrize("cap", [0, -1, True, False, "3", 2.5])
-async def test_runtime_rejects_an_invalid_parallel_cap(cap: object) -> None:
+async def test_runtime_rejects_an_invalid_parallel_cap(
+    autojump_clock: trio.testing.MockClock, cap: object
+) -> None:
     """T-S3 / R9.11, R13.2: a cap that is not a positive int (bools included) is a ConfigError."""
-    with pytest.raises(retinue.ConfigError):
+    with trio.fail_after(DEADLINE), pytest.raises(retinue.ConfigError):
         async with retinue.open_runtime(models=ScriptedModel([]), max_parallel_tool_calls=cap):  # type: ignore[arg-type]
             pass
 

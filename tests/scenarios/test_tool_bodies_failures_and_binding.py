@@ -18,7 +18,7 @@ from retinue._lossless import JsonValue
 from retinue.session import ToolErrorInfo
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
 from retinue.tools import Tool, ToolExecutionResult, tool
-from tests.helpers import OPTIONS, raise_stray_cancelled, runtime
+from tests.helpers import DEADLINE, OPTIONS, raise_stray_cancelled, runtime
 from tests.scenarios._tool_bodies_kit import execute, outcome
 
 # -- a stray Cancelled ---------------------------------------------------------------------
@@ -80,18 +80,19 @@ async def test_a_real_cancel_through_a_body_that_reraises_still_propagates(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R9.2: a body that catches the enclosing scope's Cancelled and re-raises it is cancelled."""
+    with trio.fail_after(DEADLINE):
 
-    @tool
-    async def tidy() -> str:
-        """Clean up on cancel."""
-        try:
-            await trio.sleep_forever()
-        except trio.Cancelled:
-            raise
+        @tool
+        async def tidy() -> str:
+            """Clean up on cancel."""
+            try:
+                await trio.sleep_forever()
+            except trio.Cancelled:
+                raise
 
-    with trio.move_on_after(5) as scope:
-        await execute(tidy, {})
-    assert scope.cancelled_caught
+        with trio.move_on_after(5) as scope:
+            await execute(tidy, {})
+        assert scope.cancelled_caught
 
 
 # -- failures inside a tool's own nursery ------------------------------------------------
@@ -141,15 +142,19 @@ async def test_several_failures_are_joined_with_the_code_they_share(
     """R9.2: a group of several errors (nested ones too) reads as their messages joined; a
     code is kept only when every error carries it.
     """
+    with trio.fail_after(DEADLINE):
 
-    @tool
-    async def batch() -> str:
-        """Fail twice."""
-        await trio.lowlevel.checkpoint()
-        raise ExceptionGroup("batch", [errors[0], ExceptionGroup("inner", [errors[1]])])
+        @tool
+        async def batch() -> str:
+            """Fail twice."""
+            await trio.lowlevel.checkpoint()
+            raise ExceptionGroup("batch", [errors[0], ExceptionGroup("inner", [errors[1]])])
 
-    expected = None if code is None else ToolErrorInfo("ToolError", code)
-    assert outcome(await execute(batch, {})) == ("Error: disk is full; quota exceeded", expected)
+        expected = None if code is None else ToolErrorInfo("ToolError", code)
+        assert outcome(await execute(batch, {})) == (
+            "Error: disk is full; quota exceeded",
+            expected,
+        )
 
 
 # -- arguments the body's types refuse name their parameter ------------------------------
@@ -183,21 +188,22 @@ async def test_a_binding_failure_names_the_parameter_path(
     """R9.3: a valid argument its parameter's type still refuses (a float past range, a
     record's validator) is INVALID_ARGUMENTS naming where, as validation does.
     """
+    with trio.fail_after(DEADLINE):
 
-    @tool
-    async def scale(
-        factor: float,
-        readings: list[Reading] | None = None,
-        named: dict[str, Reading] | None = None,
-        window: Window | None = None,
-    ) -> str:
-        """Scale."""
-        await trio.lowlevel.checkpoint()
-        return "scaled"
+        @tool
+        async def scale(
+            factor: float,
+            readings: list[Reading] | None = None,
+            named: dict[str, Reading] | None = None,
+            window: Window | None = None,
+        ) -> str:
+            """Scale."""
+            await trio.lowlevel.checkpoint()
+            return "scaled"
 
-    text, error = outcome(await execute(scale, arguments))
-    assert text.startswith(f'Error: invalid arguments for tool "scale": {problem}')
-    assert error == ToolErrorInfo("ToolError", "INVALID_ARGUMENTS")
+        text, error = outcome(await execute(scale, arguments))
+        assert text.startswith(f'Error: invalid arguments for tool "scale": {problem}')
+        assert error == ToolErrorInfo("ToolError", "INVALID_ARGUMENTS")
 
 
 class _Abort(BaseException):
@@ -262,15 +268,16 @@ async def test_a_keyword_bound_by_a_partial_is_neither_shown_nor_overridable(
     """R9.7: a keyword a ``functools.partial`` binds (a key, say) is not in the schema, so the
     model neither sees its value nor may pass its own; the body gets the bound one.
     """
+    with trio.fail_after(DEADLINE):
 
-    async def search(query: str, api_key: str) -> str:
-        """Search."""
-        await trio.lowlevel.checkpoint()
-        return f"{query} with {api_key}"
+        async def search(query: str, api_key: str) -> str:
+            """Search."""
+            await trio.lowlevel.checkpoint()
+            return f"{query} with {api_key}"
 
-    bound = tool(name="search")(functools.partial(search, api_key="sk-SECRET"))
-    assert "sk-SECRET" not in repr(bound.parameters)
-    assert outcome(await execute(bound, {"query": "q"})) == ("q with sk-SECRET", None)
-    text, error = outcome(await execute(bound, {"query": "q", "api_key": "forged"}))
-    assert text == 'Error: invalid arguments for tool "search": api_key: unexpected property'
-    assert error == ToolErrorInfo("ToolError", "INVALID_ARGUMENTS")
+        bound = tool(name="search")(functools.partial(search, api_key="sk-SECRET"))
+        assert "sk-SECRET" not in repr(bound.parameters)
+        assert outcome(await execute(bound, {"query": "q"})) == ("q with sk-SECRET", None)
+        text, error = outcome(await execute(bound, {"query": "q", "api_key": "forged"}))
+        assert text == 'Error: invalid arguments for tool "search": api_key: unexpected property'
+        assert error == ToolErrorInfo("ToolError", "INVALID_ARGUMENTS")

@@ -290,7 +290,7 @@ BLANK_FEEDBACK = pytest.mark.parametrize(
 
 @BLANK_FEEDBACK
 async def test_post_execute_block_with_empty_feedback_and_no_reason_is_refused(
-    autojump_clock: trio.testing.MockClock, empty: object
+    empty: object,
 ) -> None:
     """R6.9: empty feedback, or text of only whitespace, counts as none: with no reason
     either, the Block is refused rather than shown to the model as an empty error."""
@@ -302,9 +302,7 @@ async def test_post_execute_block_with_empty_feedback_and_no_reason_is_refused(
 
 
 @BLANK_FEEDBACK
-async def test_post_execute_block_with_empty_feedback_shows_its_reason(
-    autojump_clock: trio.testing.MockClock, empty: object
-) -> None:
+async def test_post_execute_block_with_empty_feedback_shows_its_reason(empty: object) -> None:
     """R6.9: empty or blank feedback does not win over a reason: the model sees
     ``Error: <reason>``."""
     hooks, registry = setup()

@@ -24,6 +24,9 @@ from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check
 from retinue.tools import AgentHandle, ToolContext
 from tests.helpers import OPTIONS, of_type
 
+# The virtual clock jumps to a trio deadline at once while a worker thread works, so a
+# deadline around the runtime would fire before the bodies are released: each test is
+# bounded in real time instead.
 pytestmark = pytest.mark.timeout(30)
 
 # Real seconds a thread waits for its event: past them the test has failed anyway.
