@@ -182,6 +182,8 @@ async def test_ctrl_c_in_one_agents_tool_closes_and_stores_every_agents_turn(
             for name in ("wait", "stopped")
         }
     )
+    # A real-time bound: the JSONL store writes in worker threads, which the virtual clock
+    # would jump past.
     with trio.fail_after(60), raises_ctrl_c():
         async with retinue.open_runtime(
             models=model, tools=[wait, stopped], store=retinue.JSONLStore(tmp_path)

@@ -473,9 +473,7 @@ async def test_a_wrapper_calling_next_twice_does_not_run_the_body_twice() -> Non
     assert "called next() more than once" in text_of(result)
 
 
-async def test_a_wrapper_keeping_next_cannot_run_the_body_after_its_call(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
+async def test_a_wrapper_keeping_next_cannot_run_the_body_after_its_call() -> None:
     """R6.3: ``next`` runs the rest of the chain only while the listener's call lasts;
     a kept ``next`` is refused, a ``next()`` made in time but left unawaited fails the
     call and is closed, and the tool body never runs outside its call."""
