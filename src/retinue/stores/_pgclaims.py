@@ -158,9 +158,11 @@ class SessionClaims:
         waits for a lock under it, so one held past a moment is ended by shutting the lock
         connections down. The claims go too: the server drops the advisory locks of a
         connection as it sees its end."""
-        return held_in_slices(self._locker_lock, _CLOSE_WAIT_SECONDS, self._shut_down_lockers)
+        return held_in_slices(self._locker_lock, _CLOSE_WAIT_SECONDS, self.end_statements)
 
-    def _shut_down_lockers(self) -> None:
+    def end_statements(self) -> None:
+        """End the statements of the lock connections (and the claims with them): a server
+        that does not answer would hold whoever waits for them, the claims lock held."""
         self._shut_down_connecting()
         locker = self._locker
         if locker is not None:
@@ -182,7 +184,7 @@ class SessionClaims:
         """A new lock connection, given up once *give_up* raises, with TCP keepalives."""
         given = psycopg_module().conninfo.conninfo_to_dict(self._dsn)
         keepalives = {name: value for name, value in _KEEPALIVES.items() if name not in given}
-        return self._connect(give_up=give_up, **keepalives)
+        return self._connect(give_up=give_up, endable=True, **keepalives)
 
     def _new_locker(self) -> tuple[psycopg.Connection[Any], tuple[int, object] | None]:
         """A new lock connection, set up, and its backend."""

@@ -4,19 +4,27 @@ lock whose holder may wait on one for an answer that never comes."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import selectors
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, final
 
 from ._pgschema import psycopg_module
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["held_in_slices", "readable", "shut_down", "shut_down_after"]
+__all__ = [
+    "SocketEnd",
+    "connect_endable",
+    "held_in_slices",
+    "readable",
+    "shut_down",
+    "shut_down_after",
+]
 
 
 def readable(fileno: int) -> bool:
@@ -26,13 +34,73 @@ def readable(fileno: int) -> bool:
         return bool(selector.select(0))
 
 
-def shut_down(conn: psycopg.Connection[Any]) -> None:
-    """Shut *conn*'s socket down: a statement waiting on it fails at once, the connection broken."""
-    with (
-        contextlib.suppress(OSError, psycopg_module().Error),
-        socket.socket(fileno=os.dup(conn.fileno())) as sock,
-    ):
-        sock.shutdown(socket.SHUT_RDWR)
+@final
+class SocketEnd:
+    """A descriptor of its own for a connection's socket, made with the connection: shut down,
+    it ends the connection, whoever holds or closes it meanwhile.
+
+    The connection's own descriptor is closed by whichever thread closes the
+    connection (or by libpq as it finds it lost), its number free at once for
+    another socket: read from the connection by another thread, it may name that
+    socket by the time it is used. This one names the connection's socket until
+    :meth:`close`, after which a shutdown does nothing."""
+
+    def __init__(self, fileno: int) -> None:
+        self._sock = socket.socket(fileno=os.dup(fileno))
+        self._lock = threading.Lock()
+        """Held by a shutdown and by :meth:`close`: a shutdown never meets a number closed under it."""
+
+    def shut_down(self) -> None:
+        """End the connection: a statement waiting on its socket fails at once."""
+        with self._lock, contextlib.suppress(OSError):
+            if self._sock.fileno() != -1:
+                self._sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        """Let the socket go: kept open, it would keep the connection open past its close."""
+        with self._lock:
+            self._sock.close()
+
+
+@functools.cache
+def _endable_connection() -> type[psycopg.Connection[Any]]:
+    """psycopg's connection, keeping the :class:`SocketEnd` of its socket until it is closed."""
+    psycopg_module()  # the missing dependency named, before the import below fails
+    import psycopg
+
+    class EndableConnection(psycopg.Connection[Any]):
+        socket_end: SocketEnd | None = None
+
+        def close(self) -> None:
+            try:
+                super().close()
+            finally:
+                if self.socket_end is not None:
+                    self.socket_end.close()
+
+    return EndableConnection
+
+
+def connect_endable(conninfo: str, **params: Any) -> psycopg.Connection[Any]:
+    """``psycopg.connect(conninfo, **params)``: a connection that :func:`shut_down` can end."""
+    conn = _endable_connection().connect(conninfo, **params)
+    try:
+        # Before any statement: only this thread has the connection, its socket its own.
+        conn.socket_end = SocketEnd(conn.fileno())  # type: ignore[attr-defined]
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def shut_down(conn: psycopg.Connection[Any] | None) -> None:
+    """Shut *conn*'s socket down: a statement waiting on it fails at once, the connection broken.
+
+    Only a connection made by :func:`connect_endable` (a closed one: nothing), from any thread,
+    whatever the thread that holds it does meanwhile."""
+    end: SocketEnd | None = getattr(conn, "socket_end", None)
+    if end is not None:
+        end.shut_down()
 
 
 @contextlib.contextmanager
@@ -49,7 +117,6 @@ def shut_down_after(conn: psycopg.Connection[Any], seconds: float) -> Iterator[N
         yield
     finally:
         timer.cancel()
-        # Not after the block has closed *conn*: its descriptor could be another socket's by then.
         timer.join()
 
 

@@ -33,6 +33,7 @@ from ._pgschema import (
     table_locked,
     until_lock_free,
 )
+from ._pgsocket import connect_endable
 from ._pgsql import SessionTables
 from ._writebehind import BufferedStore
 
@@ -99,19 +100,24 @@ class PostgresBackend:
         return in_schema(self._schema, text)
 
     def _connect(
-        self, *, autocommit: bool = True, give_up: Callable[[], None] | None = None, **params: Any
+        self,
+        *,
+        autocommit: bool = True,
+        give_up: Callable[[], None] | None = None,
+        endable: bool = False,
+        **params: Any,
     ) -> psycopg.Connection[Any]:
         """A new connection (libpq *params*), given up once *give_up* raises: by default,
-        once the store closes and, outside a commit, if its task is cancelled.
+        once the store closes and, outside a commit, if its task is cancelled; *endable*:
+        one a close can end by shutting its socket down (:func:`shut_down`).
 
         A commit's connection is given up only by :meth:`close`: nothing of the
         group is sent before it is made, and once sent, a write is done whole."""
 
         def connect() -> psycopg.Connection[Any]:
             # UTF-8 whatever the DSN or PGCLIENTENCODING ask: events hold any Unicode text.
-            return psycopg_module().connect(  # type: ignore[no-any-return]
-                self._dsn, autocommit=autocommit, client_encoding="UTF8", **params
-            )
+            made = connect_endable if endable else psycopg_module().connect
+            return made(self._dsn, autocommit=autocommit, client_encoding="UTF8", **params)
 
         committing = getattr(self._committing, "active", False)
         default = self._check_not_closing if committing else self._between_attempts
@@ -345,7 +351,7 @@ class PostgresBackend:
         a commit tries again until its own lock timeout is over.
         Its transactions read committed whatever the database's default: a
         commit checks, under its row locks, what other writers have committed."""
-        conn = self._connect(autocommit=False)
+        conn = self._connect(autocommit=False, endable=True)
         conn.isolation_level = psycopg_module().IsolationLevel.READ_COMMITTED
         try:
             conn.execute(f"SET lock_timeout = '{_LOCK_ATTEMPT_MS}ms'")
