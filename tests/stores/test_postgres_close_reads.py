@@ -96,9 +96,9 @@ async def test_a_close_ends_a_load_between_two_of_its_lock_attempts(
     end the read; the segments are locked, not the sessions, so the load's claim passes and its read
     of the rows waits. A close the readers are opened again after (as a failed close's are) ends it
     too: the read does not try on."""
-    from retinue.stores import _pgreaders
+    from retinue.stores import _pgsocket
 
-    monkeypatch.setattr(_pgreaders, "_cancel", lambda _conn: None)
+    monkeypatch.setattr(_pgsocket, "_cancel", lambda _conn: None)
     dsn, schema = postgres_schema
     store = PostgresStore(dsn, schema=schema)
     session = Session.create("stored")

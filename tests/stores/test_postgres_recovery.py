@@ -64,7 +64,7 @@ async def test_postgres_append_whose_commit_reply_is_lost_is_not_written_twice(
         proxy.armed = True
         with pytest.raises(StoreError, match="'lost-reply'") as caught:
             await store.flush(session)
-        assert caught.value.code == "STORAGE_ERROR"
+        assert caught.value.code == "COMMIT_UNKNOWN"
         assert proxy.drops == 1
         assert stored_next_seq(dsn, schema, "lost-reply") == len(session.events)
         await store.flush(session)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import retinue.stores._pgreaders as readers
+import retinue.stores._pgsocket as sockets
 from retinue._errors import StoreError
 from retinue.stores._postgres import PostgresBackend
 from tests.stores._kit import REAL_DEADLINE
@@ -25,7 +25,7 @@ _LANDED = 0.3
 def _held_cancels(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """Hold back the cancels a close sends until the event yielded is set; wait for them at the
     end. A cancel travels on a connection of its own, so it may land well after the close."""
-    real_cancel = readers._cancel
+    real_cancel = sockets._cancel
     go = threading.Event()
     sent: list[threading.Event] = []
 
@@ -36,7 +36,7 @@ def _held_cancels(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
         real_cancel(conn)
         done.set()
 
-    monkeypatch.setattr(readers, "_cancel", held_cancel)
+    monkeypatch.setattr(sockets, "_cancel", held_cancel)
     yield go
     go.set()
     for done in sent:

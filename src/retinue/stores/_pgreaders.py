@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
 from ._pgschema import check_cancelled, locked_tables, not_open, psycopg_module, table_locked
+from ._pgsocket import cancel_soon
 
 if TYPE_CHECKING:
     import psycopg
@@ -109,11 +109,7 @@ class ReaderPool:
         if shedder is not None:
             shedder.join()
         for conn in busy:
-            # In a thread of its own: a server that stopped answering holds a cancel request
-            # for its whole timeout, and the close must not wait for it.
-            threading.Thread(
-                target=_cancel, args=(conn,), name="retinue-postgres-cancel", daemon=True
-            ).start()
+            cancel_soon(conn)
 
     def read_goes_on(self, conn: psycopg.Connection[Any]) -> None:
         """Raise to end a read on *conn* between two lock attempts once its task is
@@ -230,9 +226,3 @@ class ReaderPool:
             conn.close()
             raise
         return conn
-
-
-def _cancel(conn: psycopg.Connection[Any]) -> None:
-    """Cancel the statement *conn* runs, if any; it may have ended, its connection closed."""
-    with contextlib.suppress(psycopg_module().Error):
-        conn.cancel_safe(timeout=5)

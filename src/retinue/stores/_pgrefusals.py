@@ -1,5 +1,5 @@
-"""The refusals of PostgreSQL session claims: a session locked elsewhere, a claim lost, a lock
-table full."""
+"""The refusals of PostgreSQL session claims (a session locked elsewhere, a claim lost, a lock
+table full) and the failure of a commit whose outcome is unknown."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ._pgschema import psycopg_module
 __all__ = [
     "claim_lost",
     "claim_refusal",
+    "commit_unknown",
     "lock_table_full",
     "locked",
     "out_of_locks",
@@ -91,4 +92,15 @@ def lock_table_full(what: str) -> StoreError:
         "that every client of the server shares: detach sessions, or raise "
         "max_locks_per_transaction (a server restart applies it)",
         code="LOCK_TABLE_FULL",
+    )
+
+
+def commit_unknown(exc: BaseException) -> StoreError:
+    """The failure of a group commit whose connection was lost once its COMMIT may have been
+    sent: the server may have committed it whole, or nothing of it, and did not say which."""
+    return StoreError(
+        f"the connection to the PostgreSQL server was lost with the commit sent ({exc}): "
+        "whether it was committed is unknown (all of it or none); its events stay buffered, "
+        "and the next flush writes those the commit did not store",
+        code="COMMIT_UNKNOWN",
     )

@@ -26,6 +26,7 @@ __all__ = [
     "in_schema",
     "locked_tables",
     "migrate",
+    "migrate_in_attempts",
     "not_open",
     "psycopg_module",
     "ran_within_lock_timeout",
@@ -360,3 +361,24 @@ def connect_cancellably(
     if isinstance(made[0], BaseException):
         raise made[0]
     return made[0]
+
+
+def migrate_in_attempts(writer: psycopg.Connection[Any], schema: str, *, timeout_ms: int) -> None:
+    """Create or check the tables of *schema*, waiting for a lock held elsewhere in short attempts.
+
+    Another store creating them holds a lock until it commits, and a lock on a
+    table (a ``LOCK TABLE``) holds it as long: between two attempts, a cancel of
+    the trio task waiting for this thread (a deadline, or the store's close) ends
+    the wait with ``trio.Cancelled``. Each attempt rolls back whole.
+    """
+    if not until_lock_free(
+        lambda: ran_within_lock_timeout(lambda: migrate(writer, schema)),
+        timeout_ms=timeout_ms,
+        between=check_cancelled,
+    ):
+        raise WaitedOutError(
+            f"creating the tables of schema {schema!r}: another transaction holds "
+            "the lock they are created under (another store creating them) or a lock on "
+            f"them, waited for {timeout_ms / 1000:g} s: retry once it ends",
+            code="STORAGE_ERROR",
+        )

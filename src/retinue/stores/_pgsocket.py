@@ -1,5 +1,5 @@
-"""The socket of a PostgreSQL connection (whether input waits on it, shutting it down), and a
-lock whose holder may wait on one for an answer that never comes."""
+"""The socket of a PostgreSQL connection (whether input waits on it, shutting it down, a cancel
+request beside it), and a lock whose holder may wait on one for an answer that never comes."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SocketEnd",
+    "cancel_soon",
     "connect_endable",
     "held_in_slices",
     "readable",
@@ -101,6 +102,20 @@ def shut_down(conn: psycopg.Connection[Any] | None) -> None:
     end: SocketEnd | None = getattr(conn, "socket_end", None)
     if end is not None:
         end.shut_down()
+
+
+def cancel_soon(conn: psycopg.Connection[Any]) -> None:
+    """Ask the server to cancel the statement *conn* runs, if any, from a thread of its own: a
+    server that stopped answering holds a cancel request for its whole timeout."""
+    threading.Thread(
+        target=_cancel, args=(conn,), name="retinue-postgres-cancel", daemon=True
+    ).start()
+
+
+def _cancel(conn: psycopg.Connection[Any]) -> None:
+    """Cancel the statement *conn* runs, if any; it may have ended, its connection closed."""
+    with contextlib.suppress(psycopg_module().Error):
+        conn.cancel_safe(timeout=5)
 
 
 @contextlib.contextmanager

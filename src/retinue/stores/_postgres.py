@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -12,10 +11,10 @@ from retinue._errors import StoreError
 
 from . import _pgreaders
 from ._backend import AppendBatch, Listing, StoredLog
-from ._common import WaitedOutError, parse_header, parse_headers, segment_records
+from ._common import parse_header, parse_headers, segment_records
 from ._pgclaims import SessionClaims
 from ._pgreaders import ReaderPool
-from ._pgrefusals import claim_refusal, lock_table_full, out_of_locks, row_locked
+from ._pgrefusals import claim_refusal, commit_unknown, lock_table_full, out_of_locks, row_locked
 from ._pgschema import (
     SCHEMA_VERSION,
     check_cancelled,
@@ -25,7 +24,7 @@ from ._pgschema import (
     in_lock_attempts,
     in_schema,
     locked_tables,
-    migrate,
+    migrate_in_attempts,
     not_open,
     psycopg_module,
     ran_within_lock_timeout,
@@ -33,8 +32,9 @@ from ._pgschema import (
     table_locked,
     until_lock_free,
 )
-from ._pgsocket import connect_endable
+from ._pgsocket import cancel_soon, connect_endable, held_in_slices, shut_down
 from ._pgsql import SessionTables
+from ._records import failed
 from ._writebehind import BufferedStore
 
 if TYPE_CHECKING:
@@ -51,6 +51,9 @@ _LOCK_ATTEMPT_MS = 100
 connection's lock_timeout, and that of a read-only open's schema read): between two, a cancel
 of a flush committing on its own or of an entry, or a close, ends the wait (the server's wait
 heeds neither)."""
+_CLOSE_WAIT_SECONDS = 2.0
+"""How long a close waits for a commit it cancelled before it ends the connections the commit
+waits on: a server that answers ends it sooner, a silent one never does."""
 
 
 @final
@@ -143,7 +146,7 @@ class PostgresBackend:
                     f"creating the tables of schema {self._schema!r}",
                     "a store that only reads opens with create=False",
                 ):
-                    self._migrate_in_attempts(writer)
+                    migrate_in_attempts(writer, self._schema, timeout_ms=_WRITE_LOCK_TIMEOUT_MS)
                 self._claims.open()
             except BaseException:
                 writer.close()
@@ -151,26 +154,6 @@ class PostgresBackend:
             self._writer = writer
             self._closed = False
             self._pool.open()
-
-    def _migrate_in_attempts(self, writer: psycopg.Connection[Any]) -> None:
-        """Create or check the tables, waiting for a lock held elsewhere in short attempts.
-
-        Another store creating them holds a lock until it commits, and a lock on a
-        table (a ``LOCK TABLE``) holds it as long: between two attempts, a cancel of
-        the trio task waiting for this thread (a deadline, or the store's close) ends
-        the wait with ``trio.Cancelled``. Each attempt rolls back whole.
-        """
-        if not until_lock_free(
-            lambda: ran_within_lock_timeout(lambda: migrate(writer, self._schema)),
-            timeout_ms=_WRITE_LOCK_TIMEOUT_MS,
-            between=check_cancelled,
-        ):
-            raise WaitedOutError(
-                f"creating the tables of schema {self._schema!r}: another transaction holds "
-                "the lock they are created under (another store creating them) or a lock on "
-                f"them, waited for {_WRITE_LOCK_TIMEOUT_MS / 1000:g} s: retry once it ends",
-                code="STORAGE_ERROR",
-            )
 
     def _open_existing(self) -> None:
         """Read the schema version on what becomes the first pooled reader; write nothing."""
@@ -219,6 +202,13 @@ class PostgresBackend:
             self._release_all(taken)
             if out_of_locks(exc):
                 raise lock_table_full("a group commit") from exc
+            if isinstance(exc, StoreError) and exc.code == "COMMIT_UNKNOWN":
+                # Answered, not raised: written again one batch at a time, the group's
+                # flushes would be answered by those writes, not by what befell this one.
+                return [
+                    error or failed([batch], exc)[0]
+                    for batch, error in zip(batches, results, strict=True)
+                ]
             raise
         outcomes = list(zip(batches, results, strict=True))
         self._unsure.difference_update(batch.session_id for batch, error in outcomes if not error)
@@ -297,7 +287,9 @@ class PostgresBackend:
             with conn.transaction():
                 self._tables.write_group(conn, batches, results)
                 committing = True
-        except psycopg_module().OperationalError:
+        except psycopg_module().OperationalError as exc:
+            if committing and conn.broken:
+                raise commit_unknown(exc) from exc
             if committing or not conn.broken:
                 raise
             results[:] = refusals
@@ -423,10 +415,13 @@ class PostgresBackend:
 
         A commit still running is cancelled first: it fails, keeping its events
         buffered, rather than holding up the close until the server answers; so
-        is one still connecting."""
+        is one still connecting. One the server leaves unanswered, cancel request
+        and all, is ended by shutting its connections down: if its COMMIT was
+        sent, it fails ``COMMIT_UNKNOWN``."""
         self._closing.set()
-        self._cancel_write()
-        with self._write_lock:
+        if self._write_lock.locked() and self._writer is not None:
+            cancel_soon(self._writer)
+        with held_in_slices(self._write_lock, _CLOSE_WAIT_SECONDS, self._end_commit):
             self._claims.close()
             self._closed = True
             self._pool.close()
@@ -434,12 +429,11 @@ class PostgresBackend:
                 self._writer.close()
                 self._writer = None
 
-    def _cancel_write(self) -> None:
-        writer = self._writer
-        if writer is None or writer.closed or not self._write_lock.locked():
-            return
-        with contextlib.suppress(psycopg_module().Error):
-            writer.cancel_safe(timeout=5)
+    def _end_commit(self) -> None:
+        """End what a commit holding the write lock waits for: a statement on the write
+        connection, or the claims lock, whose holder waits on the lock connection."""
+        shut_down(self._writer)
+        self._claims.end_statements()
 
 
 @final
