@@ -27,6 +27,8 @@ class LostReplyProxy:
     host: str
     port: int
     armed: bool = False
+    passed_first: bool = False
+    """Whether the next COMMIT once armed is passed on with its reply, the one after it dropped."""
     drops: int = 0
 
     async def handle(self, client: trio.SocketStream) -> None:
@@ -50,8 +52,11 @@ class LostReplyProxy:
         with contextlib.suppress(*_HANGUPS):
             async for data in client:
                 if self.armed and b"COMMIT\x00" in data:
-                    self.armed = False
-                    dropping.append(True)
+                    if self.passed_first:
+                        self.passed_first = False
+                    else:
+                        self.armed = False
+                        dropping.append(True)
                 await server.send_all(data)
         scope.cancel()
 

@@ -17,6 +17,7 @@ from retinue.stores import PostgresStore
 from retinue.stores._backend import AppendBatch
 from retinue.stores._postgres import PostgresBackend
 from tests.stores._kit import lines, run_turn
+from tests.stores._postgres_locks_kit import backend_of
 from tests.stores._postgres_recovery_kit import LostReplyProxy, assert_stored, stored_next_seq
 
 pytestmark = pytest.mark.postgres
@@ -75,6 +76,45 @@ async def test_postgres_append_whose_commit_reply_is_lost_is_not_written_twice(
         await store.detach(session)
     await assert_stored(dsn, schema, session)
     await _assert_real_conflict_is_refused(dsn, schema, "lost-reply")
+
+
+async def test_postgres_append_whose_retried_commit_reply_is_lost_fails_commit_unknown(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """The server ended the idle write connection, so the group is written again on a new one,
+    whose COMMIT reply is lost: the flush fails ``COMMIT_UNKNOWN``, and the next one recognises
+    the events committed, writing none twice."""
+    dsn, schema = postgres_schema
+    session = Session.create("lost-retry")
+    async with (
+        lost_reply_proxy(dsn) as (proxy, proxied),
+        PostgresStore(proxied, schema=schema) as store,
+    ):
+        store.attach_new(session)
+        run_turn(session)
+        await store.flush(session)
+        _end_write_connection(dsn, store)
+        run_turn(session)
+        proxy.armed = True
+        proxy.passed_first = True  # the new write connection's set-up commits first
+        with pytest.raises(StoreError, match="'lost-retry'") as caught:
+            await store.flush(session)
+        assert caught.value.code == "COMMIT_UNKNOWN"
+        assert proxy.drops == 1
+        assert stored_next_seq(dsn, schema, "lost-retry") == len(session.events)
+        await store.flush(session)
+        await store.detach(session)
+    await assert_stored(dsn, schema, session)
+
+
+def _end_write_connection(dsn: str, store: PostgresStore) -> None:
+    """End the backend of *store*'s write connection, idle: its next statement finds it lost."""
+    import psycopg
+
+    writer = backend_of(store)._writer
+    assert writer is not None
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s, 5000)", (writer.info.backend_pid,))
 
 
 async def _assert_real_conflict_is_refused(dsn: str, schema: str, session_id: str) -> None:

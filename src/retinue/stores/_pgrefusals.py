@@ -3,11 +3,14 @@ table full) and the failure of a commit whose outcome is unknown."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from retinue._errors import StoreError
 
 from ._backend import AppendBatch
 from ._common import already_exists
 from ._pgschema import psycopg_module
+from ._records import failed
 
 __all__ = [
     "claim_lost",
@@ -17,6 +20,7 @@ __all__ = [
     "locked",
     "out_of_locks",
     "row_locked",
+    "unknown_outcomes",
 ]
 
 
@@ -104,3 +108,14 @@ def commit_unknown(exc: BaseException) -> StoreError:
         "and the next flush writes those the commit did not store",
         code="COMMIT_UNKNOWN",
     )
+
+
+def unknown_outcomes(
+    batches: Sequence[AppendBatch], results: list[StoreError | None], unknown: StoreError
+) -> list[StoreError | None]:
+    """The answers to a group whose commit's outcome is *unknown*: its refusals, and that for
+    every other batch. Answered, not raised: a group that raised is written again one batch at
+    a time, its flushes answered by those writes, not by what befell this one."""
+    return [
+        error or failed([batch], unknown)[0] for batch, error in zip(batches, results, strict=True)
+    ]

@@ -13,8 +13,8 @@ from retinue.session._codec import encode_event, encode_header
 from ._backend import AppendBatch
 from ._common import already_exists, seq_conflict
 from ._pgclaims import SessionClaims
-from ._pgrefusals import claim_lost
-from ._pgschema import in_schema
+from ._pgrefusals import claim_lost, commit_unknown
+from ._pgschema import in_schema, psycopg_module
 
 if TYPE_CHECKING:
     import psycopg
@@ -40,6 +40,24 @@ class SessionTables:
 
     def _sql(self, text: str) -> str:
         return in_schema(self._schema, text)
+
+    def commit(
+        self,
+        conn: psycopg.Connection[Any],
+        batches: Sequence[AppendBatch],
+        results: list[StoreError | None],
+    ) -> None:
+        """:meth:`write_group` in one transaction on *conn*, committed; ``COMMIT_UNKNOWN`` if
+        *conn* is lost once the COMMIT may have been sent."""
+        committing = False
+        try:
+            with conn.transaction():
+                self.write_group(conn, batches, results)
+                committing = True
+        except psycopg_module().OperationalError as exc:
+            if committing and conn.broken:
+                raise commit_unknown(exc) from exc
+            raise
 
     def write_group(
         self,

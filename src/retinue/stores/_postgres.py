@@ -14,7 +14,7 @@ from ._backend import AppendBatch, Listing, StoredLog
 from ._common import parse_header, parse_headers, segment_records
 from ._pgclaims import SessionClaims
 from ._pgreaders import ReaderPool
-from ._pgrefusals import claim_refusal, commit_unknown, lock_table_full, out_of_locks, row_locked
+from ._pgrefusals import claim_refusal, lock_table_full, out_of_locks, row_locked, unknown_outcomes
 from ._pgschema import (
     SCHEMA_VERSION,
     check_cancelled,
@@ -34,7 +34,6 @@ from ._pgschema import (
 )
 from ._pgsocket import cancel_soon, connect_endable, held_in_slices, shut_down
 from ._pgsql import SessionTables
-from ._records import failed
 from ._writebehind import BufferedStore
 
 if TYPE_CHECKING:
@@ -203,12 +202,7 @@ class PostgresBackend:
             if out_of_locks(exc):
                 raise lock_table_full("a group commit") from exc
             if isinstance(exc, StoreError) and exc.code == "COMMIT_UNKNOWN":
-                # Answered, not raised: written again one batch at a time, the group's
-                # flushes would be answered by those writes, not by what befell this one.
-                return [
-                    error or failed([batch], exc)[0]
-                    for batch, error in zip(batches, results, strict=True)
-                ]
+                return unknown_outcomes(batches, results, exc)
             raise
         outcomes = list(zip(batches, results, strict=True))
         self._unsure.difference_update(batch.session_id for batch, error in outcomes if not error)
@@ -282,20 +276,13 @@ class PostgresBackend:
         """
         refusals = list(results)
         conn = self._live_writer()
-        committing = False
         try:
-            with conn.transaction():
-                self._tables.write_group(conn, batches, results)
-                committing = True
-        except psycopg_module().OperationalError as exc:
-            if committing and conn.broken:
-                raise commit_unknown(exc) from exc
-            if committing or not conn.broken:
+            self._tables.commit(conn, batches, results)
+        except psycopg_module().OperationalError:
+            if not conn.broken:
                 raise
             results[:] = refusals
-            conn = self._live_writer()
-            with conn.transaction():
-                self._tables.write_group(conn, batches, results)
+            self._tables.commit(self._live_writer(), batches, results)
 
     def _claim_all(
         self, batches: Sequence[AppendBatch], results: list[StoreError | None]
