@@ -108,3 +108,24 @@ async def test_postgres_idle_readers_are_closed_while_the_lock_connection_is_bei
             finally:
                 unanswered.set()
             await store.detach(loaded)
+
+
+def _store_threads() -> list[str]:
+    return [thread.name for thread in threading.enumerate() if thread.name.startswith("retinue-")]
+
+
+async def test_postgres_a_closed_store_leaves_none_of_its_threads_running(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """A store's threads (the claims watcher, the readers' shedder) run while it is open and
+    are ended by its close, however many times it is opened."""
+    dsn, schema = postgres_schema
+    before = _store_threads()
+    with trio.fail_after(REAL_DEADLINE):
+        for _ in range(3):
+            async with PostgresStore(dsn, schema=schema) as store:
+                await store.list()
+                running = _store_threads()
+                assert "retinue-postgres-readers" in running
+                assert "retinue-postgres-claims" in running
+            assert _store_threads() == before
