@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Protocol, Self
 
@@ -145,6 +146,21 @@ class ClientOwner:
 
     def _closed_error(self) -> ProviderError:
         return ProviderError(f"{self!r} is closed", code="ADAPTER_CLOSED")
+
+    @contextmanager
+    def _closed_as_such(self) -> Iterator[None]:
+        """Report a stream cut by this adapter's own close as ``ADAPTER_CLOSED``.
+
+        Closing the pools breaks the connections of the streams still reading
+        their bodies; each would otherwise fail as a cut stream, retryable, and
+        be retried on the closed adapter.
+        """
+        try:
+            yield
+        except ProviderConnectionError as exc:
+            if self._closed:
+                raise self._closed_error() from exc
+            raise
 
     async def _send_open(self, send: Callable[[], Awaitable[httpx2.Response]]) -> httpx2.Response:
         """:func:`send_within` ``send()``, for an adapter still open when it is done.

@@ -286,7 +286,8 @@ class AnthropicModel(ClientOwner):
                 response, decoder, provider=self.provider, read_timeout=self._read_timeout
             )
             async with aclosing(chunks):
-                async for chunk in chunks:
-                    yield chunk
+                with self._closed_as_such():
+                    async for chunk in chunks:
+                        yield chunk
         finally:
             await close_response(response)

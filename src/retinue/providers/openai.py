@@ -279,8 +279,9 @@ class OpenAIModel(ClientOwner):
                 response, decoder, provider=self.provider, read_timeout=self._read_timeout
             )
             async with aclosing(chunks):
-                async for chunk in chunks:
-                    yield chunk
+                with self._closed_as_such():
+                    async for chunk in chunks:
+                        yield chunk
         finally:
             if isinstance(decoder, ChatStreamDecoder) and decoder.sent_usage:
                 self._usage_models.add(request.model)
