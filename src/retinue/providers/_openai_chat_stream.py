@@ -133,8 +133,9 @@ class ChatStreamDecoder:
 
     ``expect_usage`` says the server is known to send the usage the request
     asks for (``stream_options.include_usage``): a stream that ends after its
-    finish reason with neither usage nor ``[DONE]`` was then cut. Without it
-    such a stream is complete, as some compatible servers send neither.
+    finish reason with neither usage nor ``[DONE]`` was then cut, and one
+    that sent that usage is complete there. Without it such a stream is
+    complete, as some compatible servers send neither.
     """
 
     expect_usage: bool = attrs.field(default=False, kw_only=True)
@@ -150,7 +151,8 @@ class ChatStreamDecoder:
     # The blocks of calls that are not a function's, left out with all their fragments.
     _left_out: set[Hashable] = attrs.field(factory=set, init=False)
     done: bool = attrs.field(default=False, init=False)
-    """Whether ``[DONE]`` was seen; nothing more is expected."""
+    """Whether ``[DONE]`` was seen, or (``expect_usage``) the usage after the finish
+    reason; nothing more is expected."""
 
     def feed(self, event: SseEvent) -> list[StreamChunk]:
         """Decode one event; raises :class:`ProviderStreamError` on an error event."""
@@ -170,10 +172,15 @@ class ChatStreamDecoder:
         if payload.get("error"):
             raise stream_error(payload["error"], where="chat completions")
         usage = payload.get("usage")
+        choices = payload.get("choices")
         if isinstance(usage, dict):
             self._table.usage = chat_usage(usage)
+            if self.expect_usage and self._finish is not None and choices in (None, []):
+                # The usage chunk, choiceless, after the finish reason is the last data
+                # event: ``[DONE]`` adds nothing, and a server may hold the body open.
+                self.done = True
+                return []
         out: list[StreamChunk] = []
-        choices = payload.get("choices")
         if isinstance(choices, list):
             for choice in choices:
                 if not isinstance(choice, dict):
