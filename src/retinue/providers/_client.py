@@ -11,7 +11,7 @@ from typing import Protocol, Self
 import httpx2
 import trio
 
-from ._failures import ProviderConnectionError, ProviderError
+from ._failures import ProviderConnectionError, ProviderError, never_sent, unsent
 from ._sending import close_response, send_within
 
 __all__ = ["CLOSE_SECONDS", "ClientOwner", "json_body", "post_json", "prime_platform"]
@@ -71,7 +71,8 @@ async def post_json(
     try:
         return await post(content)
     except UnicodeEncodeError as exc:  # not the body: a header, say
-        raise ProviderError(f"{provider} client error: {exc}", code="CLIENT_ERROR") from exc
+        refused = ProviderError(f"{provider} client error: {exc}", code="CLIENT_ERROR")
+        raise unsent(refused) from exc
 
 
 def prime_platform(client: object, detect: Callable[[], object]) -> None:
@@ -142,7 +143,7 @@ class ClientOwner:
     def _check_open(self) -> None:
         """Refuse a request to a closed adapter (``ADAPTER_CLOSED``)."""
         if self._closed:
-            raise self._closed_error()
+            raise unsent(self._closed_error())
 
     def _closed_error(self) -> ProviderError:
         return ProviderError(f"{self!r} is closed", code="ADAPTER_CLOSED")
@@ -174,7 +175,8 @@ class ClientOwner:
             response = await send_within(send, self._read_timeout, self.provider)
         except ProviderConnectionError as exc:
             if self._closed:
-                raise self._closed_error() from exc
+                closed = self._closed_error()
+                raise (unsent(closed) if never_sent(exc) else closed) from exc
             raise
         if self._closed:
             await close_response(response)

@@ -22,7 +22,7 @@ import math
 import time
 from collections.abc import Iterable, Mapping
 from datetime import MAXYEAR, UTC
-from typing import TypeGuard
+from typing import TypeGuard, TypeVar
 
 from retinue._errors import ModelError
 
@@ -40,11 +40,13 @@ __all__ = [
     "RateLimitError",
     "error_from_body",
     "names_exhausted_quota",
+    "never_sent",
     "numeric_status",
     "retry_verdict",
     "status_error",
     "stream_error",
     "throttles",
+    "unsent",
 ]
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, *range(500, 600)} - {501, 505})
@@ -111,6 +113,25 @@ class ProviderError(ModelError):
         self.retry_after = retry_after
         self.retryable = retryable
         self.headers: Mapping[str, str] = _text_headers(headers)
+        self._unsent = False
+
+
+_Failure = TypeVar("_Failure", bound=ProviderError)
+
+
+def unsent(error: _Failure) -> _Failure:
+    """*error*, marked as the failure of a request that never reached the provider.
+
+    Only where nothing can have been sent: a connection never made, a request
+    refused before it went out. Admission gives back such an attempt's charge.
+    """
+    error._unsent = True
+    return error
+
+
+def never_sent(error: BaseException | None) -> bool:
+    """Whether *error* is the failure of a request that never reached the provider."""
+    return isinstance(error, ProviderError) and error._unsent
 
 
 def _text_headers(headers: Mapping[str, str] | None) -> dict[str, str]:

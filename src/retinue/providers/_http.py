@@ -11,8 +11,9 @@ import trio
 from retinue._stream import StreamChunk
 
 from ._blocks import loads_event, malformed
-from ._failures import ProviderConnectionError, ProviderError, ProviderStreamError
+from ._failures import ProviderConnectionError, ProviderError, ProviderStreamError, unsent
 from ._pairs import PairedDeltas
+from ._pools import PoolsClosedError
 from ._sse import SseDecoder, SseEvent
 
 __all__ = [
@@ -70,7 +71,8 @@ def connection_failed(
     Where the request was going and why it failed. A request that is not valid
     HTTP (a header value with a line break: a key pasted with its newline) was
     never sent: a client error, not retried, with no cause, as the SDK's error
-    and its cause quote the header, and its value is most often the key.
+    and its cause quote the header, and its value is most often the key. Such a
+    request, and one whose connection could not be made, is marked unsent.
     """
     request = getattr(exc, "request", None)
     where = ""
@@ -82,13 +84,19 @@ def connection_failed(
             " name or value holds a character HTTP forbids, such as a line break",
             code="CLIENT_ERROR",
         )
-        return refused, None
+        return unsent(refused), None
     failed = ProviderConnectionError(
         f"{provider} connection{where} {'timed out' if timed_out else 'failed'}: {_cause(exc)}",
         code="TIMEOUT" if timed_out else "CONNECTION_ERROR",
         retryable=True,
     )
+    if isinstance(exc.__cause__, _NOTHING_SENT):
+        unsent(failed)
     return failed, exc
+
+
+_NOTHING_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, PoolsClosedError)
+"""The transport failures of a request that never left: no connection, or pools closed."""
 
 
 class StreamDecoder(Protocol):

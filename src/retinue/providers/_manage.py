@@ -21,7 +21,7 @@ from retinue._stream import Finish, StreamChunk, UsageChunk
 
 from ._admission import AdmissionController, AdmissionTicket
 from ._estimate import estimate_tokens
-from ._failures import QUOTA_EXHAUSTED, ProviderError, throttles
+from ._failures import QUOTA_EXHAUSTED, ProviderError, never_sent, throttles
 from ._feedback import listening
 from ._model import Model, ModelRouter, is_adapter
 from ._retry import RetryNotice, RetryPolicy
@@ -282,6 +282,8 @@ class _Admitted:
     """Hold admission for one attempt; a 429, 503 or 529 is reported to the lane by the ticket.
 
     So are a failed response's rate-limit headers, as a successful one's are.
+    An attempt that never reached the provider (its connection refused, its
+    adapter closed) gives its charge back: it spent none of the provider's budget.
     The ticket bounds every pause by *max_pause*: the lane pauses for no wait
     longer than the retry policy waits for, which fails its request at once.
     """
@@ -321,6 +323,8 @@ class _Admitted:
                 self._ticket.observe_headers(error.headers)
             if throttles(error):
                 self._ticket.rate_limited(_lane_pause(error))
+            if never_sent(error):
+                self._ticket.refund()
         finally:
             # Whatever the report made of the error, the attempt leaves the lane.
             exited = await self._inner.__aexit__(type(error) if error else None, error, None)

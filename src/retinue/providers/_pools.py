@@ -25,6 +25,7 @@ from ._sending import current_answer, note_answer
 __all__ = [
     "MAX_CONNECTIONS",
     "SHARD_HEADER",
+    "PoolsClosedError",
     "ShardedTransport",
     "check_http_settings",
     "make_http_client",
@@ -258,9 +259,13 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
         return len(self._pools)
 
 
-def _closed_error() -> httpx2.TransportError:
-    """The failure of a request refused by closed pools, which the adapter reports as closed."""
-    return httpx2.TransportError("the adapter's connection pools are closed")
+@final
+class PoolsClosedError(httpx2.TransportError):
+    """A request refused by closed pools, before it was sent; the adapter reports it closed."""
+
+
+def _closed_error() -> PoolsClosedError:
+    return PoolsClosedError("the adapter's connection pools are closed")
 
 
 @final

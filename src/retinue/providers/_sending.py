@@ -10,7 +10,7 @@ import httpx2
 import trio
 
 from ._bodies import keep_error_body_decodable
-from ._failures import ProviderConnectionError, ProviderError, status_error
+from ._failures import ProviderConnectionError, ProviderError, status_error, unsent
 
 __all__ = ["close_response", "current_answer", "note_answer", "send_within"]
 
@@ -55,11 +55,13 @@ class _Answer:
         """The error for a send that outlasted *seconds* with no failed response."""
         if self.waiting_for is not None:
             # Nothing was sent: the adapter's own connections were all busy.
-            return ProviderConnectionError(
-                f"{provider} had no free connection within {seconds} s: all"
-                f" {self.waiting_for} (max_connections) were in use",
-                code="POOL_TIMEOUT",
-                retryable=True,
+            return unsent(
+                ProviderConnectionError(
+                    f"{provider} had no free connection within {seconds} s: all"
+                    f" {self.waiting_for} (max_connections) were in use",
+                    code="POOL_TIMEOUT",
+                    retryable=True,
+                )
             )
         late = "sent no response headers"
         redirect = self.response

@@ -29,7 +29,7 @@ from ._anthropic_wire import (
 )
 from ._bodies import sdk_status_error
 from ._client import ClientOwner, post_json, prime_platform
-from ._failures import ProviderError
+from ._failures import ProviderError, unsent
 from ._feedback import report_response
 from ._http import (
     connection_failed,
@@ -104,7 +104,7 @@ def _missing_credentials(provider: str, host: str | None = None) -> ProviderErro
             "ANTHROPIC_API_KEY environment variable (or ANTHROPIC_AUTH_TOKEN); an "
             "Anthropic profile serves Anthropic's own API alone"
         )
-    return ProviderError(message, code="MISSING_CREDENTIALS")
+    return unsent(ProviderError(message, code="MISSING_CREDENTIALS"))
 
 
 @final

@@ -21,7 +21,7 @@ from retinue._stream import StreamChunk
 
 from ._bodies import sdk_status_error
 from ._client import ClientOwner, post_json, prime_platform
-from ._failures import ProviderError
+from ._failures import ProviderError, unsent
 from ._feedback import report_response
 from ._http import (
     StreamDecoder,
@@ -216,11 +216,12 @@ class OpenAIModel(ClientOwner):
         return self._has_key
 
     async def _missing_key(self) -> str:
-        raise ProviderError(
+        missing = ProviderError(
             f"{self.provider}: missing credentials: pass api_key= or set the "
             "OPENAI_API_KEY environment variable",
             code="MISSING_CREDENTIALS",
         )
+        raise unsent(missing)
 
     def __repr__(self) -> str:
         return f"OpenAIModel(provider={self.provider!r}, api={self.api!r}, base_url={shown_url(self._client.base_url)!r})"
