@@ -12,6 +12,7 @@ import httpx2
 import trio
 
 from ._failures import ProviderConnectionError, ProviderError, never_sent, unsent
+from ._http import server_named
 from ._sending import close_response, send_within
 
 __all__ = ["CLOSE_SECONDS", "ClientOwner", "json_body", "post_json", "prime_platform"]
@@ -172,7 +173,12 @@ class ClientOwner:
         may send through the close, and its connection would stay open.
         """
         try:
-            response = await send_within(send, self._read_timeout, self.provider)
+            response = await send_within(
+                send,
+                self._read_timeout,
+                self.provider,
+                server=server_named(self.provider, self.base_url),
+            )
         except ProviderConnectionError as exc:
             if self._closed:
                 closed = self._closed_error()

@@ -20,6 +20,7 @@ __all__ = [
     "StreamDecoder",
     "connection_failed",
     "decode_response",
+    "server_named",
     "shown_url",
 ]
 
@@ -61,6 +62,32 @@ def shown_url(url: str | httpx2.URL) -> str:
     except (httpx2.InvalidURL, TypeError):
         return "<a URL that cannot be parsed>"
     return str(parsed.copy_with(query=None, fragment=None, userinfo=b""))
+
+
+def server_named(provider: str, url: str | httpx2.URL) -> str:
+    """*provider* and the server at *url*: its host, and its port when the URL gives one.
+
+    So the timeouts of two adapters of one provider name (two OpenAI-compatible
+    servers) can be told apart, as their connection failures are by their URLs.
+    """
+    try:
+        parsed = httpx2.URL(url)
+    except (httpx2.InvalidURL, TypeError):
+        return provider
+    host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
+    if not host:
+        return provider
+    return (
+        f"{provider} ({host}:{parsed.port})" if parsed.port is not None else f"{provider} ({host})"
+    )
+
+
+def _server_of(response: httpx2.Response, provider: str) -> str:
+    """*provider* and the server that sent *response*, for its timeouts and breaks."""
+    try:
+        return server_named(provider, response.request.url)
+    except RuntimeError:  # a response built without its request
+        return provider
 
 
 def connection_failed(
@@ -164,14 +191,19 @@ def _finished(decoder: StreamDecoder) -> bool:
     return decoder.done
 
 
-async def _next_part(body: AsyncIterator[bytes], read_timeout: float, provider: str) -> bytes:
-    """The next body part; raises ``StopAsyncIteration`` at the end, typed errors on failure."""
+async def _next_part(
+    body: AsyncIterator[bytes], read_timeout: float, provider: str, *, server: str
+) -> bytes:
+    """The next body part; raises ``StopAsyncIteration`` at the end, typed errors on failure.
+
+    A timeout names the *server* (the provider and its host).
+    """
     with trio.move_on_after(read_timeout) as scope:
         try:
             return await body.__anext__()
         except httpx2.TimeoutException as exc:
             raise ProviderConnectionError(
-                f"{provider} stream timed out: {exc!r}", code="TIMEOUT", retryable=True
+                f"{server} stream timed out: {exc!r}", code="TIMEOUT", retryable=True
             ) from exc
         except httpx2.TransportError as exc:
             raise ProviderConnectionError(
@@ -181,12 +213,17 @@ async def _next_part(body: AsyncIterator[bytes], read_timeout: float, provider: 
             raise _undecodable(exc, provider) from exc
     assert scope.cancelled_caught
     raise ProviderConnectionError(
-        f"{provider} sent nothing for {read_timeout} s", code="TIMEOUT", retryable=True
+        f"{server} sent nothing for {read_timeout} s", code="TIMEOUT", retryable=True
     )
 
 
 async def _whole_body(
-    body: AsyncGenerator[bytes, None], head: list[bytes], read_timeout: float, provider: str
+    body: AsyncGenerator[bytes, None],
+    head: list[bytes],
+    read_timeout: float,
+    provider: str,
+    *,
+    server: str,
 ) -> bytes:
     """The whole *body*, its *head* read already, read part by part as a stream is.
 
@@ -199,7 +236,7 @@ async def _whole_body(
     try:
         while True:
             try:
-                parts.append(await _next_part(body, read_timeout, provider))
+                parts.append(await _next_part(body, read_timeout, provider, server=server))
             except StopAsyncIteration:
                 return b"".join(parts)  # noqa: ASYNC910 - reads the body, as aread() does
             size += len(parts[-1])
@@ -216,7 +253,9 @@ _BOM = b"\xef\xbb\xbf"
 """A UTF-8 byte order mark, which an event stream may start with."""
 
 
-async def _head(body: AsyncIterator[bytes], read_timeout: float, provider: str) -> list[bytes]:
+async def _head(
+    body: AsyncIterator[bytes], read_timeout: float, provider: str, *, server: str
+) -> list[bytes]:
     """The first bytes of a body labelled JSON, as one part: enough to tell it from an event
     stream.
 
@@ -231,7 +270,7 @@ async def _head(body: AsyncIterator[bytes], read_timeout: float, provider: str) 
     size = 0
     while len(seen) < _SNIFFED_BYTES:
         try:
-            part = await _next_part(body, read_timeout, provider)
+            part = await _next_part(body, read_timeout, provider, server=server)
         except StopAsyncIteration:
             break
         parts.append(part)
@@ -366,16 +405,17 @@ async def decode_response(
     ``DRAIN_SECONDS``. The caller owns (and closes) *response*.
     """
     body = response.aiter_bytes()
+    named = _server_of(response, provider)
     head: list[bytes] = []
     # Media types are case-insensitive: a server may write Application/JSON.
     if response.headers.get("content-type", "").lower().startswith("application/json"):
         try:
-            head = await _head(body, read_timeout, provider)
+            head = await _head(body, read_timeout, provider, server=named)
         except BaseException:
             await body.aclose()
             raise
         if not _is_event_stream(head):
-            body_read = await _whole_body(body, head, read_timeout, provider)
+            body_read = await _whole_body(body, head, read_timeout, provider, server=named)
             for chunk in _whole_body_chunks(decoder, body_read, provider):
                 yield chunk  # noqa: ASYNC911 - the chunks of one body read go out back to back
             return  # noqa: ASYNC911 - the body read was the checkpoint
@@ -387,7 +427,11 @@ async def decode_response(
         while not decoder.done:
             try:
                 # The parts read to tell a stream labelled JSON from JSON go first.
-                data = head.pop(0) if head else await _next_part(body, read_timeout, provider)
+                data = (
+                    head.pop(0)
+                    if head
+                    else await _next_part(body, read_timeout, provider, server=named)
+                )
             except ProviderConnectionError as exc:
                 raise _cut(exc, provider, sse) from exc.__cause__
             except StopAsyncIteration:

@@ -51,7 +51,7 @@ class _Answer:
         else:
             await close_response(self.response)
 
-    def timed_out(self, provider: str, seconds: float) -> ProviderConnectionError:
+    def timed_out(self, provider: str, seconds: float, server: str) -> ProviderConnectionError:
         """The error for a send that outlasted *seconds* with no failed response."""
         if self.waiting_for is not None:
             # Nothing was sent: the adapter's own connections were all busy.
@@ -69,7 +69,7 @@ class _Answer:
         if redirect is not None and not _read_whole(redirect):
             late = f"sent a {redirect.status_code} redirect whose body did not arrive"
         return ProviderConnectionError(
-            f"{provider} {late} within {seconds} s", code="TIMEOUT", retryable=True
+            f"{server} {late} within {seconds} s", code="TIMEOUT", retryable=True
         )
 
     def error(self, provider: str, detail: str) -> ProviderError:
@@ -105,9 +105,16 @@ async def note_answer(response: httpx2.Response) -> None:  # noqa: ASYNC910 - re
 
 
 async def send_within(
-    send: Callable[[], Awaitable[httpx2.Response]], seconds: float, provider: str
+    send: Callable[[], Awaitable[httpx2.Response]],
+    seconds: float,
+    provider: str,
+    *,
+    server: str | None = None,
 ) -> httpx2.Response:
     """Await ``send()`` (the request up to its response headers) for at most *seconds*.
+
+    A server that sent no headers in time is named *server* (the provider and
+    its host), or *provider* when not given.
 
     The SDKs read an error status's body themselves, outside their own
     handling of connection errors: a body that breaks, cannot be decoded or
@@ -129,4 +136,4 @@ async def send_within(
     if answer.failed:
         await answer.close()
         raise answer.error(provider, f"its body did not arrive within {seconds} s")
-    raise answer.timed_out(provider, seconds)
+    raise answer.timed_out(provider, seconds, server or provider)
