@@ -172,11 +172,13 @@ def _undecodable(exc: httpx2.DecodingError, provider: str) -> ProviderConnection
 
 
 async def _release(body: AsyncGenerator[bytes, None], *, drain: bool) -> None:
-    """Close *body*, first reading it to its end when the stream was complete.
+    """Close *body*, first reading it to its end (for at most ``DRAIN_SECONDS``) when the
+    stream was complete.
 
-    Runs once the closing chunks are out, so a server that holds the body open
-    after the terminal event delays only the end of the stream, not its finish;
-    it also runs for a consumer that stops at the finish chunk.
+    Runs once the closing chunks are out, and when a consumer closes the stream
+    at its finish chunk, as the runtime does: that close, and so the turn, waits
+    for the read. A server that holds the body open after the terminal event
+    costs each request those seconds, and then the connection.
     """
     try:
         if drain:
