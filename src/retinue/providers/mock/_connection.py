@@ -147,35 +147,42 @@ class Connection:
         return self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE
 
     async def _write_stream(self, parts: AsyncGenerator[bytes, None]) -> bool:
-        await trio.lowlevel.checkpoint()
         self._server._count("started")
-        # Cut short unless it ends otherwise: a truncated fault, a failure, the server's
-        # shutdown (a cancellation) all leave the client an incomplete body.
+        # Cut short unless it ends otherwise: a failure, the server's shutdown (a
+        # cancellation) leave the client an incomplete body.
         outcome = "truncated"
+        try:
+            outcome = await self._watched(parts)
+        finally:
+            self._server._count(outcome)
+        return outcome == "completed" and self._h11.their_state is h11.DONE
+
+    async def _watched(self, parts: AsyncGenerator[bytes, None]) -> str:
+        """Send *parts* while watching for the client's close, which ends every wait of
+        the stream (its first token, the gaps between chunks, a linger, a stall): a
+        client that gave up would otherwise hold its connection, and this task, until
+        the wait ended. Returns the stream's outcome."""
+        outcome = "aborted"  # unless sent before the client left
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._cancel_on_close, nursery.cancel_scope)
+            outcome = await self._send_parts(parts)
+            nursery.cancel_scope.cancel()
+        return outcome
+
+    async def _send_parts(self, parts: AsyncGenerator[bytes, None]) -> str:
+        await trio.lowlevel.checkpoint()
         try:
             async with aclosing(parts):
                 async for part in parts:
-                    if not part:  # STALL
-                        await _hold(self._stream)
-                        outcome = "aborted"
-                        return False
+                    if not part:  # STALL: held open until the client closes it
+                        await trio.sleep_forever()
                     await self._send(h11.Data(data=part))
             await self._send(h11.EndOfMessage())
-            outcome = "completed"
         except Truncated:
-            return False
+            return "truncated"
         except _SEND_ERRORS:
-            outcome = "aborted"
-            return False
-        finally:
-            self._server._count(outcome)
-        return self._h11.their_state is h11.DONE
-
-
-async def _hold(stream: trio.SocketStream) -> None:
-    """Keep a stalled connection open until the client closes it."""
-    while await _receive(stream):
-        pass
+            return "aborted"
+        return "completed"
 
 
 async def _receive(stream: trio.SocketStream) -> bytes:
