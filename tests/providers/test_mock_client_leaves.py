@@ -7,34 +7,22 @@ until the server closes.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable
 
 import trio
 
 from retinue.providers.mock import MockServer, Timing, open_mock_server
 
-from ._mock_server_kit import REAL_DEADLINE
+from ._mock_server_kit import REAL_DEADLINE, raw_chat_request, until
 
-BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
-REQUEST = (
-    b"POST /v1/chat/completions HTTP/1.1\r\nhost: mock\r\ncontent-type: application/json\r\n"
-    b"content-length: %d\r\n\r\n" % len(BODY) + BODY
-)
-
-
-async def _until(condition: Callable[[], bool]) -> None:
-    """Poll the server's statistics (a snapshot, on the real clock) until *condition* holds."""
-    while not condition():  # noqa: ASYNC110 - statistics() is a snapshot, not an event
-        await trio.sleep(0.01)
+REQUEST = raw_chat_request()
 
 
 async def _send_and_leave(server: MockServer) -> None:
     host, port = server.base_url.removeprefix("http://").rsplit(":", 1)
     stream = await trio.open_tcp_stream(host, int(port))
     await stream.send_all(REQUEST)
-    await _until(lambda: server.statistics().requests > 0)
+    await until(lambda: server.statistics().requests > 0)
     await stream.aclose()
 
 
@@ -43,7 +31,7 @@ async def test_client_leaving_during_an_endless_latency_closes_its_connection() 
     with trio.fail_after(REAL_DEADLINE):
         async with open_mock_server(timing=Timing(latency=math.inf)) as server:
             await _send_and_leave(server)
-            await _until(lambda: server.statistics().connections_open == 0)
+            await until(lambda: server.statistics().connections_open == 0)
             assert server.statistics().connections_total == 1
 
 
@@ -54,7 +42,7 @@ async def test_pipelined_requests_during_a_latency_are_both_answered() -> None:
             host, port = server.base_url.removeprefix("http://").rsplit(":", 1)
             stream = await trio.open_tcp_stream(host, int(port))
             await stream.send_all(REQUEST)
-            await _until(lambda: server.statistics().requests > 0)
+            await until(lambda: server.statistics().requests > 0)
             await stream.send_all(REQUEST)
             received = b""
             while received.count(b"HTTP/1.1 200") < 2 or not received.endswith(b"}"):
@@ -71,8 +59,8 @@ async def test_client_leaving_after_sending_more_during_a_latency_closes_its_con
             host, port = server.base_url.removeprefix("http://").rsplit(":", 1)
             stream = await trio.open_tcp_stream(host, int(port))
             await stream.send_all(REQUEST)
-            await _until(lambda: server.statistics().requests > 0)
+            await until(lambda: server.statistics().requests > 0)
             await stream.send_all(REQUEST[:1])
             await trio.sleep(0.05)
             await stream.aclose()
-            await _until(lambda: server.statistics().connections_open == 0)
+            await until(lambda: server.statistics().connections_open == 0)

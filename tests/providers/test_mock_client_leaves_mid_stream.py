@@ -4,30 +4,16 @@ when the wait ends (with ``math.inf``, when the server closes)."""
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable
 
 import pytest
 import trio
 
 from retinue.providers.mock import EchoPolicy, Timing, open_mock_server
 
-from ._mock_server_kit import REAL_DEADLINE
+from ._mock_server_kit import REAL_DEADLINE, raw_chat_request, until
 
-BODY = json.dumps(
-    {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi there"}]}
-).encode()
-REQUEST = (
-    b"POST /v1/chat/completions HTTP/1.1\r\nhost: mock\r\ncontent-type: application/json\r\n"
-    b"content-length: %d\r\n\r\n" % len(BODY) + BODY
-)
-
-
-async def _until(condition: Callable[[], bool]) -> None:
-    """Poll the server's statistics (a snapshot, on the real clock) until *condition* holds."""
-    while not condition():  # noqa: ASYNC110 - statistics() is a snapshot, not an event
-        await trio.sleep(0.01)
+REQUEST = raw_chat_request(stream=True)
 
 
 @pytest.mark.parametrize(
@@ -43,8 +29,8 @@ async def test_client_leaving_during_a_streams_wait_closes_its_connection(
             host, port = server.base_url.removeprefix("http://").rsplit(":", 1)
             stream = await trio.open_tcp_stream(host, int(port))
             await stream.send_all(REQUEST)
-            await _until(lambda: server.statistics().streams_started > 0)
+            await until(lambda: server.statistics().streams_started > 0)
             await stream.aclose()
-            await _until(lambda: server.statistics().connections_open == 0)
+            await until(lambda: server.statistics().connections_open == 0)
             statistics = server.statistics()
     assert (statistics.streams_started, statistics.streams_aborted) == (1, 1)
