@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
@@ -67,6 +68,27 @@ async def _claim_sessions(store: PostgresStore, session_ids: list[str]) -> None:
         await store.flush(session)
 
 
+Prepare = Callable[[PostgresStore, trio.Nursery], Awaitable[None]]
+
+
+async def _seconds_to_leave(
+    store_dsn: str, schema: str, forwarder: Forwarder, deadline: float, prepare: Prepare
+) -> float:
+    """Open a store, *prepare* it (its waits started in the nursery given), then leave
+    ``async with`` under *deadline*; the real seconds the leaving took. The forwarder is cut
+    at ``_CUT_SECONDS``: a close still waiting fails the test rather than hang it."""
+    async with trio.open_nursery() as nursery:
+        with trio.CancelScope() as scope:
+            async with PostgresStore(store_dsn, schema=schema) as store:
+                await prepare(store, nursery)
+                nursery.start_soon(cut_after, forwarder, _CUT_SECONDS)
+                started = time.monotonic()
+                scope.deadline = trio.current_time() + deadline
+        elapsed = time.monotonic() - started
+        nursery.cancel_scope.cancel()
+    return elapsed
+
+
 async def test_postgres_a_store_holding_claims_leaves_a_silent_server_within_its_deadline(
     postgres_schema: tuple[str, str],
 ) -> None:
@@ -74,17 +96,15 @@ async def test_postgres_a_store_holding_claims_leaves_a_silent_server_within_its
     kept open. Leaving ``async with`` under a deadline returns within it, the watcher ended."""
     dsn, schema = postgres_schema
     forwarder = Forwarder(dsn)
+
+    async def silenced(store: PostgresStore, _nursery: trio.Nursery) -> None:
+        await _claim_sessions(store, ["one", "two"])
+        forwarder.muted.set()
+
     try:
-        async with trio.open_nursery() as nursery:
-            with trio.CancelScope() as scope:
-                async with PostgresStore(forwarder.dsn, schema=schema) as store:
-                    await _claim_sessions(store, ["one", "two"])
-                    forwarder.muted.set()
-                    nursery.start_soon(cut_after, forwarder, _CUT_SECONDS)
-                    started = time.monotonic()
-                    scope.deadline = trio.current_time() + _CLOSE_SECONDS
-            elapsed = time.monotonic() - started
-            nursery.cancel_scope.cancel()
+        elapsed = await _seconds_to_leave(
+            forwarder.dsn, schema, forwarder, _CLOSE_SECONDS, silenced
+        )
         assert elapsed < _CLOSE_SECONDS
         assert not _watchers()
         forwarder.close()  # the server sees the connections end, and drops their locks
@@ -102,22 +122,20 @@ async def test_postgres_a_store_leaves_a_silent_server_while_a_claim_waits_for_i
     seconds all the same, the watcher ended."""
     dsn, schema = postgres_schema
     forwarder = Forwarder(dsn)
+
+    async def flushing(store: PostgresStore, nursery: trio.Nursery) -> None:
+        await _claim_sessions(store, ["one"])
+        forwarder.muted.set()
+        waiting = Session.create("waiting")
+        store.attach_new(waiting)
+        run_turn(waiting)
+        nursery.start_soon(_flush_refused, store, waiting)
+        await trio.sleep(0.5)  # its claim asks the lock connection, unanswered
+
     try:
-        async with trio.open_nursery() as nursery:
-            with trio.CancelScope() as scope:
-                async with PostgresStore(forwarder.dsn, schema=schema) as store:
-                    await _claim_sessions(store, ["one"])
-                    forwarder.muted.set()
-                    waiting = Session.create("waiting")
-                    store.attach_new(waiting)
-                    run_turn(waiting)
-                    nursery.start_soon(_flush_refused, store, waiting)
-                    await trio.sleep(0.5)  # its claim asks the lock connection, unanswered
-                    nursery.start_soon(cut_after, forwarder, _CUT_SECONDS)
-                    started = time.monotonic()
-                    scope.deadline = trio.current_time() + _DRAIN_SECONDS
-            elapsed = time.monotonic() - started
-            nursery.cancel_scope.cancel()
+        elapsed = await _seconds_to_leave(
+            forwarder.dsn, schema, forwarder, _DRAIN_SECONDS, flushing
+        )
         assert elapsed < _CLOSE_SECONDS
         assert not _watchers()
     finally:
@@ -144,22 +162,18 @@ async def test_postgres_a_store_leaves_while_a_load_remakes_its_lock_connection_
     forwarder = Forwarder(dsn)
     forwarder.muted.set()
     port = int(forwarder.dsn.rsplit(":", 1)[1].split("/", 1)[0])
+
+    async def loading(store: PostgresStore, nursery: trio.Nursery) -> None:
+        await _claim_sessions(store, ["one"])
+        claims = backend_of(store)._claims
+        connect = claims._connect
+        claims._connect = lambda **params: connect(**params, port=port)
+        drop_lock_connection(dsn, store)
+        nursery.start_soon(_load_refused, store, "stored")
+        await trio.sleep(0.5)  # its claim connects, unanswered
+
     try:
-        async with trio.open_nursery() as nursery:
-            with trio.CancelScope() as scope:
-                async with PostgresStore(dsn, schema=schema) as store:
-                    await _claim_sessions(store, ["one"])
-                    claims = backend_of(store)._claims
-                    connect = claims._connect
-                    claims._connect = lambda **params: connect(**params, port=port)
-                    drop_lock_connection(dsn, store)
-                    nursery.start_soon(_load_refused, store, "stored")
-                    await trio.sleep(0.5)  # its claim connects, unanswered
-                    nursery.start_soon(cut_after, forwarder, _CUT_SECONDS)
-                    started = time.monotonic()
-                    scope.deadline = trio.current_time() + _CLOSE_SECONDS
-            elapsed = time.monotonic() - started
-            nursery.cancel_scope.cancel()
+        elapsed = await _seconds_to_leave(dsn, schema, forwarder, _CLOSE_SECONDS, loading)
         assert elapsed < _CLOSE_SECONDS
         assert not _watchers()
     finally:
