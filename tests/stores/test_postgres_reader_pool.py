@@ -3,7 +3,7 @@ its connections are stand-ins that record what is asked of them (R11.6)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -31,9 +31,21 @@ class _Connection:
         return None
 
 
+_opened: list[ReaderPool] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_pools() -> Iterator[None]:
+    """Close the pools a test opened: each runs a shedding thread until closed."""
+    yield
+    while _opened:
+        _opened.pop().close()
+
+
 def _pool() -> ReaderPool:
     pool = ReaderPool("s", _Connection)  # type: ignore[arg-type]
     pool.open(_Connection())  # type: ignore[arg-type]
+    _opened.append(pool)
     return pool
 
 
@@ -101,6 +113,7 @@ def _counting_pool(clock: Callable[[], float]) -> tuple[ReaderPool, list[_Connec
 
     pool = ReaderPool("s", connect, clock=clock)  # type: ignore[arg-type]
     pool.open()
+    _opened.append(pool)
     return pool, made
 
 

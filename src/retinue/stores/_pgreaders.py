@@ -25,9 +25,9 @@ IDLE_SECONDS = 30.0
 
 A steady load keeps the connections it runs on at once, however many (at most one per worker
 thread: trio runs 40), reconnecting for none of its reads; those a burst opened beyond it are
-closed once unused this long, checked as reads take and give back connections and every
-:data:`SHED_SECONDS` by a thread of the pool, so that a process gone quiet after a burst holds
-none of the server's max_connections for them. Half a minute outlasts the pauses of a load that
+closed once unused this long, looked for every :data:`SHED_SECONDS` by a thread of the pool
+(not by the reads, which would scan the pool each), so that a process gone quiet after a burst
+holds none of the server's max_connections for them. Half a minute outlasts the pauses of a load that
 comes and goes (a reconnect costs a few milliseconds, a TLS handshake more) and lets a quiet
 process give the server its connections back soon."""
 SHED_SECONDS = 1.0
@@ -156,7 +156,6 @@ class ReaderPool:
         # even once the pool is open again: the close's cancel may still be on its way.
         if not kept:
             conn.close()
-        self.shed_idle()
         return result
 
     def _pool(self, conn: psycopg.Connection[Any]) -> None:
