@@ -20,7 +20,15 @@ from retinue._stream import (
     finish_named,
 )
 
-from ._blocks import BlockTable, arguments_text, error_event, loads_event, malformed, wrong_type
+from ._blocks import (
+    BlockTable,
+    arguments_text,
+    delta_text,
+    error_event,
+    loads_event,
+    malformed,
+    wrong_type,
+)
 from ._counts import optional_count, token_count, uncached_input
 from ._failures import ProviderConnectionError, ProviderStreamError, stream_error
 from ._sse import SseEvent
@@ -36,6 +44,31 @@ def _dict(value: object) -> JsonObject:
 
 def _list(value: object) -> list[object]:
     return value if isinstance(value, list) else []
+
+
+def _part_text(text: object, what: str) -> str:
+    """A content part's text: ``null`` is empty, any other value no string is refused."""
+    if type(text) is str:
+        return text
+    return delta_text(text, f"chat completions: {what}")
+
+
+def _thinking_texts(thinking: object, position: int) -> list[str]:
+    """The texts of a thinking part's ``thinking``: a string, or a list of strings and text
+    pieces; a value of another JSON type is refused (its reasoning would be lost)."""
+    where = f"content part {position}'s thinking"
+    if thinking is None or type(thinking) is str:
+        return [thinking] if thinking else []
+    if type(thinking) is not list:
+        raise wrong_type(f"chat completions: {where}", thinking, "a string or a list")
+    texts = []
+    for piece in thinking:
+        if type(piece) is dict:
+            piece = piece.get("text")  # noqa: PLW2901 - a piece's text stands for it
+        text = _part_text(piece, f"{where}'s piece")
+        if text:
+            texts.append(text)
+    return texts
 
 
 def chat_usage(usage: JsonObject) -> Usage:
@@ -237,21 +270,20 @@ class ChatStreamDecoder:
     def _content_parts(self, parts: list[object], out: list[StreamChunk]) -> None:
         """Content sent as a list of parts, as Mistral's endpoint sends it: text parts are
         text, and thinking parts (its reasoning models') reasoning. A part of another
-        kind (a reference) carries nothing retinue models."""
+        kind (a reference) carries nothing retinue models; a part that is no object, or
+        a text of another JSON type, is refused: read as none, the text would be lost."""
         table = self._table
-        for part in map(_dict, parts):
+        for position, part in enumerate(parts):
+            if type(part) is not dict:
+                raise wrong_type(f"chat completions: content part {position}", part, "an object")
             kind = part.get("type")
             if kind == "text":
-                text = part.get("text")
-                if isinstance(text, str) and text:
+                text = _part_text(part.get("text"), f"content part {position}'s text")
+                if text:
                     out.append(table.text("text", text))
             elif kind == "thinking":
-                thinking = part.get("thinking")
-                inner = [thinking] if isinstance(thinking, str) else _list(thinking)
-                for piece in inner:
-                    text = piece if isinstance(piece, str) else _dict(piece).get("text")
-                    if isinstance(text, str) and text:
-                        out.append(table.reasoning("reasoning", text))
+                texts = _thinking_texts(part.get("thinking"), position)
+                out.extend(table.reasoning("reasoning", text) for text in texts)
 
     def _call_key(
         self, position: int, call_id: str | None, index: object, *, opens: bool
