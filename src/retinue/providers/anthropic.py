@@ -20,13 +20,13 @@ from retinue._checks import positive_int_error
 from retinue._request import ModelRequest
 from retinue._stream import StreamChunk
 
-from ._anthropic_wire import (
+from ._anthropic_request import (
     DEFAULT_MAX_TOKENS,
     MIN_THINKING_BUDGET,
-    AnthropicStreamDecoder,
     anthropic_request_body,
     no_room_beside_thinking,
 )
+from ._anthropic_wire import AnthropicStreamDecoder
 from ._bodies import sdk_status_error
 from ._client import ClientOwner, post_json, prime_platform
 from ._failures import ProviderError, unsent
@@ -128,7 +128,11 @@ class AnthropicModel(ClientOwner):
             1024, and below ``default_max_tokens`` (thinking tokens count toward
             ``max_tokens``). The agent's temperature is then not sent, and a
             request whose ``max_tokens`` is not above the budget fails with
-            ``INVALID_REQUEST`` before anything is sent.
+            ``INVALID_REQUEST`` before anything is sent. A tool loop keeps the
+            thinking setting it began with: a request whose history ends on tool
+            results answering an assistant message that does not start with
+            thinking (its loop began on another API, or without thinking) is sent
+            without thinking, as if no budget were given; the next turn thinks.
         max_connections: Connections in total, split into pools of at most ``pool_size``;
             a request that finds all in use waits for one (``POOL_TIMEOUT`` when
             ``timeout`` ends first). Past 65,536, the ports a host has to reach one

@@ -27,6 +27,7 @@ from ._render import (
     stream_error_event,
 )
 from ._request_pairing import pairing_refusal
+from ._request_thinking import thinking_refusal
 from ._request_types import type_refusal
 from ._timing import Endless, Timing
 from ._values import Api, Fault, MockCall, MockReply, MockResponse, RawReply
@@ -109,7 +110,9 @@ def parse_call(
     missing = next((name for name in _REQUIRED[api] if parsed.get(name) is None), None)
     if missing is not None:
         return Outgoing(400, JSON_HEADERS, error_body(api, 400, _missing(api, missing)))
-    refused = type_refusal(api, parsed) or pairing_refusal(api, parsed)
+    refused = (
+        type_refusal(api, parsed) or pairing_refusal(api, parsed) or thinking_refusal(api, parsed)
+    )
     if refused is not None:
         return Outgoing(400, JSON_HEADERS, refused)
     # The bytes as sent key the call: a client sends equal requests as equal bytes,
