@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from retinue._lossless import thaw_json
+from retinue._lossless import FrozenDict, thaw_json
 from retinue._request import ModelRequest, ToolSchema
 
 from ._anthropic_history import anthropic_transcript
+from ._extra_body import merge_extra_body
 from ._failures import ProviderError
 from ._replay import checked_tool_names
 
@@ -102,6 +103,7 @@ def anthropic_request_body(
     stream: bool = True,
     default_max_tokens: int = DEFAULT_MAX_TOKENS,
     thinking_budget: int | None = None,
+    extra_body: FrozenDict | None = None,
 ) -> JsonObject:
     """Build the Messages request body for *request*; pure.
 
@@ -109,7 +111,8 @@ def anthropic_request_body(
     With *thinking_budget*, no temperature is sent (thinking accepts only 1),
     except where :func:`thinking_refused`: that request goes without thinking
     (and so with the temperature, and ``max_tokens`` unchecked against the
-    budget).
+    budget), as does a ``thinking`` from *extra_body*, whose fields (checked,
+    none of them one this builds) are merged into the body's top level.
 
     Raises:
         ProviderError: ``INVALID_REQUEST``: thinking is on and ``max_tokens``
@@ -117,7 +120,8 @@ def anthropic_request_body(
             whitespace, or a tool's name is one the API refuses.
     """
     messages, extra_system = anthropic_transcript(request.messages)
-    if thinking_refused(messages):
+    refused = thinking_refused(messages)
+    if refused:
         thinking_budget = None
     body: JsonObject = {
         "model": request.model,
@@ -139,4 +143,7 @@ def anthropic_request_body(
         body["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
     if stream:
         body["stream"] = True
+    merge_extra_body(body, extra_body)
+    if refused:
+        body.pop("thinking", None)
     return body

@@ -29,6 +29,7 @@ from ._anthropic_request import (
 from ._anthropic_wire import AnthropicStreamDecoder
 from ._bodies import sdk_status_error
 from ._client import ClientOwner, post_json, prime_platform
+from ._extra_body import ANTHROPIC_BUILT, frozen_extra_body
 from ._failures import ProviderError, unsent
 from ._feedback import report_response
 from ._http import (
@@ -133,6 +134,15 @@ class AnthropicModel(ClientOwner):
             results answering an assistant message that does not start with
             thinking (its loop began on another API, or without thinking) is sent
             without thinking, as if no budget were given; the next turn thinks.
+        extra_body: Request fields the adapter has no setting for (``top_k``,
+            ``metadata``, ``tool_choice``, ``service_tier``...), as the SDK's per-call
+            ``extra_body``: JSON values merged into the top level of every request
+            body, checked and copied when the adapter is built. The fields the
+            adapter builds are refused: ``model``, ``messages``, ``system``,
+            ``tools``, ``stream``, ``max_tokens``, ``temperature``,
+            ``stop_sequences``, and ``thinking`` beside *thinking_budget*. A
+            ``thinking`` given here is sent as given, except beside a tool loop
+            begun without thinking (see *thinking_budget*).
         max_connections: Connections in total, split into pools of at most ``pool_size``;
             a request that finds all in use waits for one (``POOL_TIMEOUT`` when
             ``timeout`` ends first). Past 65,536, the ports a host has to reach one
@@ -157,7 +167,8 @@ class AnthropicModel(ClientOwner):
             character (a line break, say) or whitespace at either end (named,
             without the value);
             *default_max_tokens* is below 1, *thinking_budget* below 1024 or not
-            below *default_max_tokens*;
+            below *default_max_tokens*; *extra_body* sets a field the adapter
+            builds (named);
             a connection count below 1, a timeout that is not a positive finite number,
             or a *proxy* that is not a proxy URL or comes with a *transport*.
     """
@@ -173,6 +184,7 @@ class AnthropicModel(ClientOwner):
         default_headers: Mapping[str, str] | None = None,
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
         thinking_budget: int | None = None,
+        extra_body: Mapping[str, object] | None = None,
         max_connections: int = 1000,
         pool_size: int = 100,
         timeout: float = 600.0,
@@ -193,6 +205,8 @@ class AnthropicModel(ClientOwner):
         _check_count(default_max_tokens, "default_max_tokens")
         if thinking_budget is not None:
             _check_thinking_budget(thinking_budget, default_max_tokens)
+        built = ANTHROPIC_BUILT if thinking_budget is None else (*ANTHROPIC_BUILT, "thinking")
+        self._extra_body = frozen_extra_body(extra_body, built, "AnthropicModel")
         base_url = base_url_from(base_url, variable="ANTHROPIC_BASE_URL")
         api_key, self._needs_real_key = _key_for(api_key, base_url, default_headers)
         self.provider = provider
@@ -281,6 +295,7 @@ class AnthropicModel(ClientOwner):
             request,
             default_max_tokens=self._default_max_tokens,
             thinking_budget=self._thinking_budget,
+            extra_body=self._extra_body,
         )
         response = await self._send_open(lambda: self._send(body, request.session_id))
         try:

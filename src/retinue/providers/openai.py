@@ -21,6 +21,7 @@ from retinue._stream import StreamChunk
 
 from ._bodies import sdk_status_error
 from ._client import ClientOwner, post_json, prime_platform
+from ._extra_body import CHAT_BUILT, RESPONSES_BUILT, frozen_extra_body, merge_extra_body
 from ._failures import ProviderError, unsent
 from ._feedback import report_response
 from ._http import (
@@ -87,6 +88,18 @@ class OpenAIModel(ClientOwner):
         replay_reasoning: Send unsigned reasoning back as ``reasoning_content`` (Chat
             Completions only). DeepSeek's thinking mode requires it after a tool call;
             ``None`` turns it on for provider ``"deepseek"`` or a ``deepseek.com`` host.
+        extra_body: Request fields the adapter has no setting for (``tool_choice``,
+            ``parallel_tool_calls``, ``reasoning_effort``, ``seed``, ``top_p``,
+            ``metadata``, ``store``, ``response_format``; in the Responses API
+            ``reasoning``, ``include``, ``text``...), as the SDK's per-call
+            ``extra_body``: JSON values merged into the top level of every request
+            body, checked and copied when the adapter is built. The fields the
+            adapter builds are refused: ``model``, ``tools``, ``stream``,
+            ``temperature``; in Chat Completions ``messages``, ``stream_options``,
+            ``max_tokens``, ``max_completion_tokens`` and ``stop``; in the
+            Responses API ``input``, ``instructions``, ``max_output_tokens``, and
+            ``previous_response_id`` and ``conversation``, which would add a stored
+            history to the one each request sends.
         max_connections: Connections in total, split into pools of at most ``pool_size``;
             a request that finds all in use waits for one (``POOL_TIMEOUT`` when
             ``timeout`` ends first). Past 65,536, the ports a host has to reach one
@@ -106,14 +119,16 @@ class OpenAIModel(ClientOwner):
 
     Raises:
         TypeError: *provider* is no non-empty str, *default_headers* no mapping of
-            str to str, or *api_key*, *organization* or *project* neither None nor a str.
+            str to str, *extra_body* no mapping of str to lossless JSON (named, with
+            its path), or *api_key*, *organization* or *project* neither None nor a str.
         ValueError: *base_url*, or ``OPENAI_BASE_URL`` in its place, is no
             ``http(s)://`` URL with a host (named, with the value); the key,
             *organization* or *project* (or the variable each defaults to) or a
             default header holds a character beyond ASCII or a control character
             (a line break, say), or whitespace at either end (named, without the
             value); a default header's name is no HTTP token; *api* or
-            *max_tokens_param* is unknown; a connection count
+            *max_tokens_param* is unknown; *extra_body* sets a field the adapter
+            builds (named); a connection count
             below 1, a timeout that is not a positive finite number, or a *proxy*
             that is not a proxy URL or comes with a *transport*.
     """
@@ -132,6 +147,7 @@ class OpenAIModel(ClientOwner):
         default_headers: Mapping[str, str] | None = None,
         max_tokens_param: str | None = None,
         replay_reasoning: bool | None = None,
+        extra_body: Mapping[str, object] | None = None,
         max_connections: int = 1000,
         pool_size: int = 100,
         timeout: float = 600.0,
@@ -160,6 +176,12 @@ class OpenAIModel(ClientOwner):
                 "max_tokens_param must be 'max_completion_tokens' or 'max_tokens', "
                 f"not {max_tokens_param!r}"
             )
+        built, adapter = (
+            (RESPONSES_BUILT, "OpenAIModel (Responses)")
+            if api == "responses"
+            else (CHAT_BUILT, "OpenAIModel (Chat Completions)")
+        )
+        self._extra_body = frozen_extra_body(extra_body, built, adapter)
         base_url = base_url_from(base_url, variable="OPENAI_BASE_URL")
         key_source = "api_key" if api_key else "OPENAI_API_KEY"
         api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
@@ -232,12 +254,15 @@ class OpenAIModel(ClientOwner):
 
     def _prepare(self, request: ModelRequest) -> tuple[str, dict[str, object], StreamDecoder]:
         if self.api == "responses":
-            return "/responses", responses_request_body(request), ResponsesStreamDecoder()
+            body = responses_request_body(request)
+            merge_extra_body(body, self._extra_body)
+            return "/responses", body, ResponsesStreamDecoder()
         body = chat_request_body(
             request,
             max_tokens_param=self._max_tokens_param,
             replay_reasoning=self._replay_reasoning,
         )
+        merge_extra_body(body, self._extra_body)
         options = body.get("stream_options")
         asked = isinstance(options, dict) and options.get("include_usage") is True
         decoder = ChatStreamDecoder(expect_usage=asked and request.model in self._usage_models)
