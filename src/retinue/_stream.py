@@ -59,7 +59,16 @@ _count = count_validator("usage.")
 @final
 @attrs.frozen
 class Usage:
-    """Token counts; they are disjoint (input excludes cached input)."""
+    """Token counts of one call.
+
+    The input counts are disjoint: ``input_tokens`` excludes the cached input
+    (``cache_read_tokens``) and the input written to the cache
+    (``cache_write_tokens``), so the prompt is the sum of the three.
+    ``reasoning_tokens`` is not disjoint from the output: it is the part of
+    ``output_tokens`` spent reasoning, as every API reports it (an answer of 300
+    output tokens, 250 of them reasoning, has ``output_tokens`` 300 and
+    ``reasoning_tokens`` 250).
+    """
 
     input_tokens: int = attrs.field(default=0, validator=_count)
     output_tokens: int = attrs.field(default=0, validator=_count)

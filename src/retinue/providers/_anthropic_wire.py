@@ -78,7 +78,8 @@ def _text_field(block: JsonObject, field: str, what: str) -> str | None:
 
 
 def anthropic_usage(usage: JsonObject) -> Usage:
-    """Map an Anthropic ``usage`` object to :class:`Usage` (its counts are already disjoint)."""
+    """Map an Anthropic ``usage`` object to :class:`Usage` (its input counts are already
+    disjoint; thinking stays within the output, as the API counts it)."""
     thinking = _dict(usage.get("output_tokens_details")).get("thinking_tokens")
     return Usage(
         input_tokens=token_count(usage.get("input_tokens")),

@@ -72,7 +72,8 @@ def _thinking_texts(thinking: object, position: int) -> list[str]:
 
 
 def chat_usage(usage: JsonObject) -> Usage:
-    """Map a Chat Completions ``usage`` object to disjoint :class:`Usage` counts."""
+    """Map a Chat Completions ``usage`` object to :class:`Usage` counts, the input ones
+    disjoint (reasoning stays within the output, as the API counts it)."""
     prompt = _dict(usage.get("prompt_tokens_details"))
     completion = _dict(usage.get("completion_tokens_details"))
     cached: int | None = None

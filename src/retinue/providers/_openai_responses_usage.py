@@ -14,7 +14,8 @@ def _dict(value: object) -> dict[str, object]:
 
 
 def responses_usage(usage: dict[str, object]) -> Usage:
-    """Map a Responses ``usage`` object to disjoint :class:`Usage` counts."""
+    """Map a Responses ``usage`` object to :class:`Usage` counts, the input ones disjoint
+    (reasoning stays within the output, as the API counts it)."""
     input_details = _dict(usage.get("input_tokens_details"))
     output_details = _dict(usage.get("output_tokens_details"))
     cached = optional_count(input_details.get("cached_tokens"))

@@ -319,7 +319,9 @@ def _bytes(_instance: object, _attribute: attrs.Attribute[Any], value: object) -
 class RawReply:
     """A verbatim HTTP response (a recorded exchange): the body is served byte for byte.
 
-    ``content-length`` and ``transfer-encoding`` are dropped from ``headers``:
+    ``headers`` are ``(name, value)`` pairs of str, in order and repeatable as
+    on the wire, not a mapping. ``content-length`` and ``transfer-encoding``
+    are dropped from them:
     the server frames the body itself. ``content-encoding`` is kept, as it
     describes the body bytes (a body that claims an encoding it does not have
     tests a client's handling of a broken proxy).
