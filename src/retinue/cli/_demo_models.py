@@ -84,8 +84,10 @@ async def open_model(args: argparse.Namespace) -> AsyncIterator[tuple[retinue.Mo
     from retinue.providers.mock import EchoPolicy, Timing, open_mock_server
 
     timing = Timing(latency=args.latency)
+    policy = EchoPolicy(chunks=20, seed=args.seed)
+    # No call kept: each holds its whole request, and a long demo's would pile up.
     async with (
-        open_mock_server(EchoPolicy(chunks=20, seed=args.seed), timing=timing) as server,
+        open_mock_server(policy, timing=timing, max_calls=0) as server,
         OpenAIModel(base_url=server.openai_base_url, api_key="mock-key") as mock_model,
     ):
         yield mock_model, "mock-model"
