@@ -217,10 +217,12 @@ def history_seqs(events) -> list[int]:
 
 def compact(agent, turn, step, system_prompt, prefix, signal) -> None:
     """At a turn's first step, replace the turns before it with a summary."""
+    if step != 1:
+        return
     events = agent.session.events
-    this_turn = max(event.seq for event in events if isinstance(event.data, TurnStart))
+    this_turn = next(e.seq for e in reversed(events) if isinstance(e.data, TurnStart))
     earlier = [seq for seq in history_seqs(events) if seq < this_turn]
-    if step != 1 or len(earlier) < 4:
+    if len(earlier) < 4:
         return
     text = Text(f"(summary of {len(earlier)} earlier messages)")
     summary = ContextMessage((text,), source=MessageSource("plugin", "compactor"))
