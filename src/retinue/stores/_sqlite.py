@@ -29,6 +29,7 @@ from ._common import (
 )
 from ._sqliteclaims import SessionLocks
 from ._sqlitetables import (
+    INSERT_SESSION,
     SCHEMA,
     SCHEMA_VERSION,
     checked_segments,
@@ -290,7 +291,7 @@ class SQLiteBackend:
         if batch.header is not None:
             try:
                 cursor = conn.execute(
-                    "INSERT INTO sessions (id, header, created_at, next_seq) VALUES (?, ?, ?, 0)",
+                    INSERT_SESSION,
                     (session_id, encode_header(batch.header), batch.header.created_at),
                 )
             except sqlite3.IntegrityError:

@@ -11,6 +11,7 @@ from retinue._errors import ConfigError, CorruptSessionError, StoreError
 from ._common import refuse_nul, stored_int
 
 __all__ = [
+    "INSERT_SESSION",
     "SCHEMA",
     "SCHEMA_VERSION",
     "checked_segments",
@@ -38,6 +39,18 @@ SCHEMA = (
     )""",
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
+INSERT_SESSION = """INSERT INTO sessions (sid, id, header, created_at, next_seq) VALUES (
+    1 + max(coalesce((SELECT max(sid) FROM sessions), 0),
+            coalesce((SELECT max(sid) FROM segments), 0)),
+    ?, ?, ?, 0)"""
+"""A new session's row, its ``sid`` one past the largest any table still holds.
+
+Segments whose session row was deleted by hand (the ``sqlite3`` shell leaves
+foreign keys unenforced) keep their sid; SQLite's own choice for an
+``INTEGER PRIMARY KEY`` reuses the largest deleted one, and every segment the
+new session then writes would collide with them. Both maxima are read off the
+primary keys' indexes, so a create costs no scan.
+"""
 
 
 def file_path(path: str | os.PathLike[str]) -> str:
