@@ -61,7 +61,7 @@ def test_import_of_dash_names_standard_input_in_its_errors(
     assert main(["sessions", "import", "-", "--store", "jsonl:store"]) == 1
     assert capsys.readouterr().err.splitlines() == [
         "retinue sessions import: <stdin> has no events to import",
-        "retinue sessions import: <stdin> is not UTF-8 text: invalid start byte",
+        "retinue sessions import: <stdin>, line 1: not UTF-8 text: invalid start byte",
     ]
 
 

@@ -126,7 +126,7 @@ def test_cli_sessions_import_of_a_file_that_is_not_utf8_is_one_line(
     assert cli("--store", f"jsonl:{tmp_path / 'store'}", "import", str(bad)) == 1
     error = capsys.readouterr().err
     assert error.startswith("retinue sessions import: ")
-    assert f"{bad} is not UTF-8 text" in error
+    assert f"{bad}, line 1: not UTF-8 text" in error
 
 
 def test_cli_sessions_import_refuses_a_file_without_events(

@@ -45,7 +45,7 @@ async def read_import(file: str) -> tuple[str, str]:
         # Read as a text file is, its line endings (\r\n, \r) made \n alike.
         return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read(), source
     except UnicodeDecodeError as exc:
-        raise _not_utf8(source, exc) from exc
+        raise _not_utf8(source, data, exc) from exc
 
 
 def _standard_input_reader(stdin: TextIO) -> Callable[[], bytes]:
@@ -68,5 +68,9 @@ def _standard_input_reader(stdin: TextIO) -> Callable[[], bytes]:
     return read
 
 
-def _not_utf8(source: str, error: UnicodeDecodeError) -> CorruptSessionError:
-    return CorruptSessionError(f"{source} is not UTF-8 text: {error.reason}")
+def _not_utf8(source: str, data: bytes, error: UnicodeDecodeError) -> CorruptSessionError:
+    """The refusal of *data*, naming the line of its first byte that is no UTF-8."""
+    # The bytes before it decode; its line is counted as the text is split (\r\n, \r, \n).
+    before = data[: error.start].decode("utf-8", errors="replace")
+    line = len(before.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    return CorruptSessionError(f"{source}, line {line}: not UTF-8 text: {error.reason}")

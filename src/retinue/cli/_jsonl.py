@@ -22,11 +22,12 @@ def to_jsonl(session: Session) -> str:
 def read_jsonl(text: str, *, source: str, new_id: str | None = None) -> Session:
     """Parse an exported session; every event is validated as it is replayed.
 
-    Blank lines (an editor's trailing newline) are skipped; a bad line, or an
-    event out of seq order or breaking an invariant (SPEC 4.4; a log may end
-    inside a turn, as a crash leaves it), is reported with its line number.
+    Blank lines at the end (an editor's trailing newline) are skipped; a bad
+    line, a blank one before the last record, or an event out of seq order or
+    breaking an invariant (SPEC 4.4; a log may end inside a turn, as a crash
+    leaves it), is reported with its line number.
     """
-    numbered = [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
+    numbered = _records(text, source)
     if not numbered:
         raise RetinueError(f"{source} is empty", code="CORRUPT_SESSION")
     header = parse_header(numbered[0][1], source, at=f"{source}, line {numbered[0][0]}")
@@ -53,6 +54,24 @@ def read_jsonl(text: str, *, source: str, new_id: str | None = None) -> Session:
     session = _replayed(header, events, source)
     _check_invariants(session, [number for number, _ in events], source)
     return session
+
+
+def _records(text: str, source: str) -> list[tuple[int, str]]:
+    """The lines of *text* up to its last that is not blank, each with its number.
+
+    A store reads every line of a log as a record, and refuses a blank one before
+    the last (a JSONL file's, say): stored, such a log would not load as it reads here.
+    """
+    lines = text.split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            raise CorruptSessionError(
+                f"{source}, line {number}: a blank line inside the log (every line up to "
+                "the last is a record: the header, then one event per line)"
+            )
+    return list(enumerate(lines, 1))
 
 
 def _check_invariants(session: Session, lines: list[int], source: str) -> None:
