@@ -81,6 +81,12 @@ class PostgresBackend:
     """Each write is one transaction: a crash keeps all of it or none (R11.8)."""
 
     def __init__(self, dsn: str, *, schema: str = "public", create: bool = True) -> None:
+        if not isinstance(dsn, str):
+            # Its type alone: a DSN's value may hold a password.
+            raise TypeError(
+                f"PostgresStore dsn must be a str (a libpq connection string or URI), "
+                f"not {type(dsn).__name__}"
+            )
         if not _SCHEMA_NAME.match(schema):
             raise StoreError(f"invalid schema name {schema!r}", code="INVALID_CONFIG")
         self._dsn = dsn
