@@ -15,6 +15,7 @@ import trio
 import trio.testing
 
 from retinue._content import Message, Text, ToolCall, ToolResultBlock
+from retinue._request import ToolSchema
 from retinue.providers.anthropic import AnthropicModel
 from retinue.providers.mock import EchoPolicy, MockServer
 from retinue.providers.openai import OpenAIModel
@@ -45,6 +46,9 @@ _EXTRA: dict[str, dict[str, Any]] = {
 }
 
 
+_TOOLS = (ToolSchema("lookup", "Look a city up.", {"type": "object", "properties": {}}),)
+
+
 async def _sent(api: str, *history: Message | str, **options: Any) -> list[Any]:
     """The bodies two requests of *api*'s adapter send, as the mock server received them."""
     server = MockServer(EchoPolicy())
@@ -68,7 +72,7 @@ async def test_every_request_carries_the_extra_fields_as_given_when_built(
             extra["seed"] = 99
             next(v for v in extra.values() if isinstance(v, dict))["changed"] = True
             for _ in range(2):
-                await collect(model, make_request("hi"))
+                await collect(model, make_request("hi", tools=_TOOLS))
     for call in server.calls:
         body: Any = call.body
         assert {key: body[key] for key in _EXTRA[api]} == _EXTRA[api]
@@ -85,6 +89,7 @@ def _copy(value: Any) -> Any:
 _BUILT = [
     *(("chat", key) for key in ("model", "messages", "tools", "stream", "stream_options")),
     *(("chat", key) for key in ("max_tokens", "max_completion_tokens", "temperature", "stop")),
+    ("chat", "n"),
     *(("responses", key) for key in ("model", "input", "instructions", "tools", "stream")),
     *(("responses", key) for key in ("max_output_tokens", "temperature")),
     ("responses", "previous_response_id"),
@@ -103,7 +108,7 @@ def _build(api: str, **options: Any) -> OpenAIModel | AnthropicModel:
 @pytest.mark.parametrize(("api", "key"), _BUILT)
 def test_a_field_the_adapter_builds_is_refused_when_built(api: str, key: str) -> None:
     """Set there, it would replace the transcript or a setting the agent gives."""
-    with pytest.raises(ValueError, match=rf"^extra_body\.{key}: .* builds this field"):
+    with pytest.raises(ValueError, match=rf"^extra_body\.{key}: .* sets this field"):
         _build(api, extra_body={"top_p": 0.5, key: "x"})
 
 
@@ -148,3 +153,32 @@ async def test_anthropic_thinking_from_extra_body_is_left_out_beside_a_loop_begu
     fresh, *_ = await _sent("messages", "hi", extra_body=adaptive)
     assert "thinking" not in mid_loop
     assert fresh["thinking"] == {"type": "adaptive"}
+
+
+@pytest.mark.parametrize("api", list(_EXTRA))
+async def test_tool_only_fields_go_only_to_a_request_with_tools(
+    api: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    """``tool_choice`` and ``parallel_tool_calls`` without ``tools`` are refused by the
+    APIs: a request without tools goes without them, its other extra fields kept."""
+    extra = {"tool_choice": "auto", "parallel_tool_calls": False, "metadata": {"k": "v"}}
+    if api == "messages":
+        extra = {"tool_choice": {"type": "auto"}, "metadata": {"user_id": "u1"}}
+    [bare, *_] = await _sent(api, "hi", extra_body=extra)
+    server = MockServer(EchoPolicy())
+    with trio.fail_after(5):
+        async with adapter(api, server, extra_body=extra) as model:
+            await collect(model, make_request("hi", tools=_TOOLS))
+    [tooled] = [call.body for call in server.calls]
+    assert {key: bare[key] for key in bare if key in extra} == {"metadata": extra["metadata"]}
+    assert {key: tooled[key] for key in extra} == extra
+
+
+@pytest.mark.parametrize("forced", [{"type": "any"}, {"type": "tool", "name": "lookup"}])
+def test_anthropic_refuses_a_forced_tool_beside_a_thinking_budget(forced: Any) -> None:
+    """The API refuses thinking beside a tool_choice that forces a tool: refused when the
+    adapter is built, where each request failed with the server's 400; ``auto`` is kept."""
+    with pytest.raises(ValueError, match=r"^extra_body\.tool_choice: .* forces tool use"):
+        _build("messages", thinking_budget=1024, extra_body={"tool_choice": forced})
+    _build("messages", thinking_budget=1024, extra_body={"tool_choice": {"type": "auto"}})
+    _build("messages", extra_body={"tool_choice": forced})

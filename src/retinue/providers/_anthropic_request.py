@@ -75,26 +75,38 @@ def no_room_beside_thinking(limit: int, thinking_budget: int, name: str = "max_t
 def thinking_refused(messages: Sequence[Mapping[str, object]]) -> bool:
     """Whether the API refuses thinking beside *messages* (a transcript as sent).
 
-    They end on tool results answering an assistant turn that does not start
-    with a thinking block: its tool loop began without thinking (on another
-    API, or with thinking off). A tool loop is one assistant turn, which keeps
-    the thinking setting it began with; the API refuses thinking there with a
-    400 ("a final assistant message must start with a thinking block").
+    They end on tool results within an assistant turn (a tool loop: the
+    assistant messages since the last user message holding more than tool
+    results) whose first message does not start with a thinking block: the
+    loop began without thinking (on another API, or with thinking off). A
+    turn keeps the thinking setting it began with, and thinks only before its
+    first tool call; the API refuses thinking in a turn begun without it with
+    a 400 ("a final assistant message must start with a thinking block").
     """
-    if len(messages) < 2:
+    if not messages or not _holds_results(messages[-1]):
         return False
-    answered, last = messages[-2], messages[-1]
-    if answered.get("role") != "assistant" or last.get("role") != "user":
+    first = None
+    for message in reversed(messages):
+        if message.get("role") == "assistant":
+            first = message
+        elif not _holds_results(message):
+            break
+    if first is None:
         return False
-    results = last.get("content")
-    if not isinstance(results, list) or not any(
-        isinstance(block, dict) and block.get("type") == "tool_result" for block in results
-    ):
-        return False
-    content = answered.get("content")
+    content = first.get("content")
     if not isinstance(content, list) or not content or not isinstance(content[0], dict):
         return True
     return content[0].get("type") not in _THINKING_BLOCKS
+
+
+def _holds_results(message: Mapping[str, object]) -> bool:
+    """Whether *message* is a user message answering tool calls."""
+    content = message.get("content")
+    return (
+        message.get("role") == "user"
+        and isinstance(content, list)
+        and any(isinstance(block, dict) and block.get("type") == "tool_result" for block in content)
+    )
 
 
 def anthropic_request_body(

@@ -10,6 +10,7 @@ __all__ = [
     "ANTHROPIC_BUILT",
     "CHAT_BUILT",
     "RESPONSES_BUILT",
+    "TOOLS_ONLY",
     "frozen_extra_body",
     "merge_extra_body",
 ]
@@ -24,8 +25,10 @@ CHAT_BUILT = (
     "max_completion_tokens",
     "temperature",
     "stop",
+    # Only the first choice is read: the others would be billed and dropped.
+    "n",
 )
-"""The Chat Completions fields the adapter builds from each request."""
+"""The Chat Completions fields the adapter builds from each request (or reads one of)."""
 RESPONSES_BUILT = (
     "model",
     "input",
@@ -79,13 +82,24 @@ def frozen_extra_body(
     taken = [key for key in frozen if key in built]
     if taken:
         raise ValueError(
-            f"extra_body.{taken[0]}: {adapter} builds this field of every request itself, "
-            f"so extra_body may not set it (nor any of: {', '.join(built)})"
+            f"extra_body.{taken[0]}: {adapter} sets this field from each request and its "
+            f"agent's options (or reads the answer it shapes), so extra_body may not set it "
+            f"(nor any of: {', '.join(built)})"
         )
     return frozen or None
 
 
+TOOLS_ONLY = frozenset({"tool_choice", "parallel_tool_calls"})
+"""Fields the APIs take only beside ``tools``: a request without tools goes without them."""
+
+
 def merge_extra_body(body: dict[str, object], extra_body: FrozenDict | None) -> None:
-    """Merge a fresh copy of *extra_body*'s fields into the top level of *body*."""
+    """Merge a fresh copy of *extra_body*'s fields into the top level of *body*; one of
+    :data:`TOOLS_ONLY` only if *body* has tools (the APIs refuse it otherwise)."""
     if extra_body:
-        body.update((key, thaw_json(value)) for key, value in extra_body.items())
+        tools = "tools" in body
+        body.update(
+            (key, thaw_json(value))
+            for key, value in extra_body.items()
+            if tools or key not in TOOLS_ONLY
+        )

@@ -56,6 +56,18 @@ def _check_count(value: object, name: str) -> None:
         raise error(f"{name} must be {expected}, not {value!r}")
 
 
+def _check_no_forced_tool(extra_body: Mapping[str, object] | None) -> None:
+    """Refuse a ``tool_choice`` that forces a tool beside thinking, as the API refuses it
+    ("Thinking may not be enabled when tool_choice forces tool use")."""
+    choice = (extra_body or {}).get("tool_choice")
+    if isinstance(choice, Mapping) and choice.get("type") in ("any", "tool"):
+        raise ValueError(
+            f"extra_body.tool_choice: a tool_choice of type {choice.get('type')!r} forces "
+            "tool use, which the API refuses beside thinking (thinking_budget): use "
+            "'auto' or 'none', or an adapter without thinking_budget"
+        )
+
+
 def _check_thinking_budget(thinking_budget: int, default_max_tokens: int) -> None:
     if type(thinking_budget) is not int:
         raise TypeError(f"thinking_budget must be an int, not {thinking_budget!r}")
@@ -129,20 +141,23 @@ class AnthropicModel(ClientOwner):
             1024, and below ``default_max_tokens`` (thinking tokens count toward
             ``max_tokens``). The agent's temperature is then not sent, and a
             request whose ``max_tokens`` is not above the budget fails with
-            ``INVALID_REQUEST`` before anything is sent. A tool loop keeps the
-            thinking setting it began with: a request whose history ends on tool
-            results answering an assistant message that does not start with
-            thinking (its loop began on another API, or without thinking) is sent
-            without thinking, as if no budget were given; the next turn thinks.
+            ``INVALID_REQUEST`` before anything is sent. A turn (its tool loop)
+            keeps the thinking setting it began with: a request whose history ends
+            on tool results within a turn whose first assistant message does not
+            start with thinking (the turn began on another API, or without
+            thinking) is sent without thinking, as if no budget were given; the
+            next turn thinks.
         extra_body: Request fields the adapter has no setting for (``top_k``,
             ``metadata``, ``tool_choice``, ``service_tier``...), as the SDK's per-call
             ``extra_body``: JSON values merged into the top level of every request
             body, checked and copied when the adapter is built. The fields the
             adapter builds are refused: ``model``, ``messages``, ``system``,
             ``tools``, ``stream``, ``max_tokens``, ``temperature``,
-            ``stop_sequences``, and ``thinking`` beside *thinking_budget*. A
-            ``thinking`` given here is sent as given, except beside a tool loop
-            begun without thinking (see *thinking_budget*).
+            ``stop_sequences``, and ``thinking`` beside *thinking_budget*, as is a
+            ``tool_choice`` forcing a tool (``any``, ``tool``) beside it, which the
+            API refuses; a ``tool_choice`` goes only to a request with tools. A
+            ``thinking`` given here is sent as given, except within a turn begun
+            without thinking (see *thinking_budget*).
         max_connections: Connections in total, split into pools of at most ``pool_size``;
             a request that finds all in use waits for one (``POOL_TIMEOUT`` when
             ``timeout`` ends first). Past 65,536, the ports a host has to reach one
@@ -168,7 +183,7 @@ class AnthropicModel(ClientOwner):
             without the value);
             *default_max_tokens* is below 1, *thinking_budget* below 1024 or not
             below *default_max_tokens*; *extra_body* sets a field the adapter
-            builds (named);
+            builds (named), or forces a tool beside *thinking_budget*;
             a connection count below 1, a timeout that is not a positive finite number,
             or a *proxy* that is not a proxy URL or comes with a *transport*.
     """
@@ -207,6 +222,8 @@ class AnthropicModel(ClientOwner):
             _check_thinking_budget(thinking_budget, default_max_tokens)
         built = ANTHROPIC_BUILT if thinking_budget is None else (*ANTHROPIC_BUILT, "thinking")
         self._extra_body = frozen_extra_body(extra_body, built, "AnthropicModel")
+        if thinking_budget is not None:
+            _check_no_forced_tool(self._extra_body)
         base_url = base_url_from(base_url, variable="ANTHROPIC_BASE_URL")
         api_key, self._needs_real_key = _key_for(api_key, base_url, default_headers)
         self.provider = provider

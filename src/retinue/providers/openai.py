@@ -96,10 +96,12 @@ class OpenAIModel(ClientOwner):
             body, checked and copied when the adapter is built. The fields the
             adapter builds are refused: ``model``, ``tools``, ``stream``,
             ``temperature``; in Chat Completions ``messages``, ``stream_options``,
-            ``max_tokens``, ``max_completion_tokens`` and ``stop``; in the
-            Responses API ``input``, ``instructions``, ``max_output_tokens``, and
-            ``previous_response_id`` and ``conversation``, which would add a stored
-            history to the one each request sends.
+            ``max_tokens``, ``max_completion_tokens``, ``stop`` and ``n`` (only the
+            first choice is read); in the Responses API ``input``, ``instructions``,
+            ``max_output_tokens``, and ``previous_response_id`` and
+            ``conversation``, which would add a stored history to the one each
+            request sends. ``tool_choice`` and ``parallel_tool_calls`` go only to a
+            request with tools (the APIs refuse them otherwise).
         max_connections: Connections in total, split into pools of at most ``pool_size``;
             a request that finds all in use waits for one (``POOL_TIMEOUT`` when
             ``timeout`` ends first). Past 65,536, the ports a host has to reach one

@@ -2,8 +2,8 @@
 
 A tool loop is one assistant turn and keeps the thinking setting it began
 with: with ``thinking`` on, the API refuses a request whose history ends on
-tool results answering an assistant message that does not start with a
-``thinking`` or ``redacted_thinking`` block.
+tool results within an assistant turn whose first message does not start
+with a ``thinking`` or ``redacted_thinking`` block.
 """
 
 from __future__ import annotations
@@ -29,10 +29,13 @@ _THINKING_BLOCKS = ("thinking", "redacted_thinking")
 
 def thinking_refusal(api: Api, body: Mapping[str, object]) -> bytes | None:
     """The 400 error body the Messages API answers *body* with when thinking is on and
-    its last assistant message, which the trailing tool results answer, does not start
-    with thinking; ``None`` otherwise (and for the other APIs).
+    the assistant turn its trailing tool results are part of (the assistant messages
+    since the last user message holding more than tool results) did not start with
+    thinking; ``None`` otherwise (and for the other APIs).
 
-    *body*'s fields have the types the mock reads (refused before otherwise).
+    A turn thinks only before its first tool call: its later assistant messages
+    need not start with thinking. *body*'s fields have the types the mock reads
+    (refused before otherwise).
     """
     thinking = body.get("thinking")
     if api != "messages" or not isinstance(thinking, dict) or thinking.get("type") == "disabled":
@@ -42,12 +45,20 @@ def thinking_refusal(api: Api, body: Mapping[str, object]) -> bytes | None:
     while index >= 0 and messages[index].get("role") == "user":
         results = results or _holds_results(messages[index])
         index -= 1  # consecutive user messages make one turn
-    if not results or index < 0 or messages[index].get("role") != "assistant":
+    first = None
+    while results and index >= 0:
+        message = messages[index]
+        if message.get("role") == "assistant":
+            first = index
+        elif not _holds_results(message):
+            break  # a prompt: the turn began after it
+        index -= 1
+    if first is None:
         return None
-    found = _first_block_type(messages[index].get("content"))
+    found = _first_block_type(messages[first].get("content"))
     if found in _THINKING_BLOCKS:
         return None
-    return error_body("messages", 400, _NOT_THINKING.format(index=index, found=found))
+    return error_body("messages", 400, _NOT_THINKING.format(index=first, found=found))
 
 
 def _holds_results(message: Mapping[str, object]) -> bool:
