@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import final
 
 import attrs
@@ -11,7 +11,6 @@ import attrs
 from retinue._errors import CorruptSessionError, InvalidJsonError, SessionError
 from retinue.session import Event, Session, TurnEnd
 from retinue.session._codec import decode_event
-from retinue.session._steplinks import BrokenStepError, check_step_links
 
 from ._backend import StoredLog
 from ._common import check_version, written_whole
@@ -72,9 +71,7 @@ def recover(
         if following and repair:
             _warn_dropped(session_id, len(events), dropped, following, bad)
     closers = tuple(repair_tail(events)) if repair else ()
-    session = _replayed(log, events, closers, session_id)
-    _check_relations(log, session.events[: len(events)], session_id)
-    return Recovered(session, len(events), dropped, closers)
+    return Recovered(_replayed(log, events, closers, session_id), len(events), dropped, closers)
 
 
 def _replayed(
@@ -104,26 +101,6 @@ def _replayed(
         )
         # A closer is no stored record: it has no place to name.
         raise (_located(log, taken, error) if 0 <= taken < len(events) else error) from exc
-
-
-def _check_relations(log: StoredLog, events: Sequence[Event], session_id: str) -> None:
-    """Refuse stored *events* whose steps break a rule between their events, as
-    ``sessions import`` refuses them (R7.36, R9.10, R4.15, R9.17).
-
-    A session checks each event against the open turn and step, not what the step's
-    events say of each other; a record retyped to a type this version does not know
-    loads as a plugin event (R4.11), and the step around it then breaks them. One
-    pass over the log, like the replay.
-    """
-    try:
-        check_step_links(events)
-    except BrokenStepError as exc:
-        error = CorruptSessionError(
-            f"session {session_id!r}: the stored log breaks an invariant: {exc.message}",
-            code="CORRUPT_SESSION",
-        )
-        # Its seq is its index among the stored records.
-        raise _located(log, exc.seq, error) from exc
 
 
 def _check_header(log: StoredLog, session_id: str) -> None:
