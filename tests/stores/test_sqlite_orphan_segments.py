@@ -20,6 +20,15 @@ def _delete_row_by_hand(path: Path, session_id: str) -> list[tuple[int, int]]:
     return orphans
 
 
+async def _store_a_turn(store: SQLiteStore, session_id: str) -> Session:
+    """A new session of one turn, stored and detached."""
+    session = Session.create(session_id)
+    store.attach_new(session)
+    run_turn(session)
+    await store.detach(session)
+    return session
+
+
 async def test_sqlite_new_sessions_are_stored_past_a_deleted_rows_segments(
     tmp_path: Path,
 ) -> None:
@@ -30,19 +39,12 @@ async def test_sqlite_new_sessions_are_stored_past_a_deleted_rows_segments(
     path = tmp_path / "sessions.db"
     async with SQLiteStore(path) as store:
         for session_id in ("kept", "deleted"):
-            session = Session.create(session_id)
-            store.attach_new(session)
-            run_turn(session)
-            await store.detach(session)
+            await _store_a_turn(store, session_id)
     orphans = _delete_row_by_hand(path, "deleted")
     written: list[Session] = []
     for session_id in ("first", "second", "third"):
         async with SQLiteStore(path) as store:
-            session = Session.create(session_id)
-            store.attach_new(session)
-            run_turn(session)
-            await store.detach(session)
-            written.append(session)
+            written.append(await _store_a_turn(store, session_id))
     async with SQLiteStore(path) as store:
         for session in written:
             loaded = await store.load(session.id)
