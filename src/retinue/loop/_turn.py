@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import TypeAlias
 
 import trio
 
@@ -17,6 +18,7 @@ from retinue._errors import (
     failure_of,
     is_interrupt,
 )
+from retinue._request import MessageHistory, ToolSchema
 from retinue._stream import FinishReason
 from retinue.hooks import Allow, Block, Continue, Stop
 from retinue.mailbox import MailboxItem
@@ -371,10 +373,14 @@ async def _submit_prompts(core: AgentCore, state: TurnState, items: list[Mailbox
 
 
 def _drain_steering(core: AgentCore, state: TurnState) -> bool:
-    """Log every steering message; an observer's failure is raised once all are logged."""
+    """Log every steering message; an observer's failure is raised once all are logged.
+
+    Whether there was any; asked twice a step, and steering is rare: a caller asks
+    ``mailbox.has_steering`` first, sparing the call.
+    """
     mailbox = core.mailbox
     if not mailbox.has_steering:
-        return False  # asked twice a step, and steering is rare: nothing to drain
+        return False
     items = mailbox.drain_steering()
     session, turn = core.session, state.turn
     call_each(
@@ -409,13 +415,27 @@ def _aborted(core: AgentCore, signal: StepSignal) -> bool:
 async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelScope) -> bool:
     """One step of the loop (R7.14-R7.31); returns whether the turn continues."""
     state.step += 1
-    _drain_steering(core, state)
+    if core.mailbox.has_steering:
+        _drain_steering(core, state)
     signal = StepSignal(core, scope)
     if core.cancel_marker or core.disposed:
         abort_step(signal)
     finish: FinishReason | None = None
     try:
-        finish = await _open_and_run_step(core, state, signal)
+        # The step runs here rather than in a helper: every coroutine between the
+        # turn and the step forwards each of the step's yields.
+        # Seams nobody listens to are skipped rather than awaited: each await of a
+        # seam costs a coroutine even when it returns at once.
+        hooks = core.services.hooks
+        prompt: _Prompt | None
+        if core.prefix is None or hooks.hears(ASSEMBLE, core.id) or hooks.hears(_PRE_STEP, core.id):
+            prompt = await _step_prompt(core, state, signal)
+        else:
+            prompt = static_prompt(core), None
+        if prompt is not None:
+            boundary = _open_step(core, state, signal)
+            if boundary is not None:
+                finish = await run_step(core, state, boundary, prompt[0], prompt[1], signal)
     except Exception as exc:
         retire_step(signal)
         if not state.step_open:
@@ -424,17 +444,20 @@ async def _step_iteration(core: AgentCore, state: TurnState, scope: trio.CancelS
         return False  # noqa: ASYNC910 - per step; a failed step ends the turn, and the driver's mailbox wait follows
     finally:
         retire_step(signal)
-    if finish is None or _aborted(core, signal):
+    if finish is None or signal.cancel_called or core.disposed:  # _aborted, written out
         state.close_aborted_step(signal.reason)
-        return False
+        return False  # noqa: ASYNC910 - per step, no yield on abort: the turn closes as interrupted
     return await _after_step(core, state, finish)
 
 
-async def _open_and_run_step(
-    core: AgentCore, state: TurnState, signal: StepSignal
-) -> FinishReason | None:
-    # Seams nobody listens to are skipped here rather than awaited: each await
-    # of a seam costs a coroutine even when it returns at once.
+# A step's system prompt, and its tool list when an assembly listener chose it.
+_Prompt: TypeAlias = tuple[str, tuple[ToolSchema, ...] | None]
+_PRE_STEP = "agent/pre-step"
+
+
+async def _step_prompt(core: AgentCore, state: TurnState, signal: StepSignal) -> _Prompt | None:
+    """The step's system prompt and tools, through the listeners that hear them, once the
+    session prefix is composed; ``None`` if aborted meanwhile."""
     hooks = core.services.hooks
     if hooks.hears(ASSEMBLE, core.id):
         system, tools = await request_prompt(core)
@@ -444,9 +467,9 @@ async def _open_and_run_step(
         return None  # noqa: ASYNC910 - per step, no yield on abort: the turn closes as interrupted
     if core.prefix is None and not await _session_prefix(core, signal):
         return None  # noqa: ASYNC910 - aborted while composing: the turn closes as interrupted
-    if hooks.hears("agent/pre-step", core.id):
+    if hooks.hears(_PRE_STEP, core.id):
         await hooks.serial(
-            "agent/pre-step",
+            _PRE_STEP,
             core.agent,
             state.turn,
             state.step,
@@ -455,22 +478,29 @@ async def _open_and_run_step(
             signal,
             scope=core.id,
         )
-        if _aborted(core, signal):
-            return None  # noqa: ASYNC910 - aborted by a pre-step listener: the turn closes as interrupted
-    boundary = core.session.derive_messages()
+    return system, tools  # noqa: ASYNC910 - per step; an abort by a listener is seen as the step opens
+
+
+def _open_step(core: AgentCore, state: TurnState, signal: StepSignal) -> MessageHistory | None:
+    """Log ``step/start``; the history the step's request is built on, or ``None`` if
+    the step was aborted before it opened or by a ``step/start`` observer."""
+    if signal.cancel_called or core.disposed:  # _aborted written out: asked every step
+        return None
+    session = core.session
+    boundary = session.derive_messages()
     state.step_open = True
     state.calls = NO_CALLS
-    core.session.append(StepStart(state.turn, state.step))
+    session.append(StepStart(state.turn, state.step))
     if _aborted(core, signal):
-        return None  # noqa: ASYNC910 - aborted by a step/start observer: the turn closes as interrupted
-    return await run_step(core, state, boundary, system, tools, signal)
+        return None
+    return boundary
 
 
 async def _after_step(core: AgentCore, state: TurnState, finish: FinishReason) -> bool:
     """Fold max-tokens, steering, continuation and turn-stop (R7.23-R7.31, R7.37)."""
     if finish.kind == "max-tokens":
         state.note_max_tokens()
-    steered = _drain_steering(core, state)
+    steered = core.mailbox.has_steering and _drain_steering(core, state)
     state.close_step()
     if state.error_recorded:
         return False  # noqa: ASYNC910 - per step; a recorded error ends the turn, and the driver's mailbox wait follows
