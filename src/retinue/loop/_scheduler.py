@@ -72,7 +72,18 @@ async def run_tool_calls(
     while index < len(step.calls):
         if signal.cancel_called:
             return None  # noqa: ASYNC910 - per step, no yield on abort: the step closes as aborted
-        index = await _run_group(step, index)
+        # A group is one exclusive call, or the parallel run from *index*, run with a
+        # rolling pool. Only the first call is classified here (R9.13): the pool
+        # classifies each further call as it is about to start it, ending the group
+        # at the first exclusive one. Run here rather than in a helper: every
+        # coroutine above the pool forwards each of its yields.
+        lead = step.registry.parallel_tool(step.executions[index])
+        if lead is None:
+            await _run_exclusive(step, index)
+            index += 1
+        else:
+            async with trio.open_nursery() as nursery:
+                index = await _pool(step, index, lead, nursery)
         if signal.cancel_called:
             return None
     return step.contexts  # noqa: ASYNC910 - per step; a step without tool calls adds no scheduling point
@@ -80,37 +91,25 @@ async def run_tool_calls(
 
 def _step_tools(core: AgentCore, state: TurnState, signal: StepSignal) -> _StepTools:
     calls = state.calls.calls
-    executions = [_execution(core, call) for call in calls]
+    agent, agent_id = core.agent, core.id
+    # Positional but for the keyword-only raw_arguments: a class called with keywords
+    # is given them as a dict, built per call.
+    executions = [
+        ToolExecution(
+            call.id,
+            call.name,
+            parse_arguments(call.arguments),
+            agent,
+            agent_id,
+            raw_arguments=call.arguments,
+        )
+        for call in calls
+    ]
     size = len(calls)
     registry = core.services.tools
     return _StepTools(
         core, state, state.calls, signal, registry, calls, executions, [None] * size, [None] * size
     )
-
-
-def _execution(core: AgentCore, call: ToolCall) -> ToolExecution:
-    # Positional but for the keyword-only raw_arguments: a class called with keywords
-    # is given them as a dict, built per call.
-    arguments = parse_arguments(call.arguments)
-    return ToolExecution(
-        call.id, call.name, arguments, core.agent, core.id, raw_arguments=call.arguments
-    )
-
-
-async def _run_group(step: _StepTools, start: int) -> int:
-    """Run the group starting at *start*; returns the index just past it.
-
-    A group is one exclusive call, or the parallel run from *start*, run with a
-    rolling pool. Only the first call is classified here (R9.13): the pool
-    classifies each further call as it is about to start it, ending the group
-    at the first exclusive one.
-    """
-    lead = step.registry.parallel_tool(step.executions[start])
-    if lead is None:
-        await _run_exclusive(step, start)
-        return start + 1
-    async with trio.open_nursery() as nursery:
-        return await _pool(step, start, lead, nursery)
 
 
 async def _pool(step: _StepTools, start: int, lead: Tool, nursery: trio.Nursery) -> int:
@@ -131,15 +130,13 @@ async def _pool(step: _StepTools, start: int, lead: Tool, nursery: trio.Nursery)
                     await _commit(step, cursor)
                 cursor += 1
             elif started < end and step.in_flight < cap and not step.signal.cancel_called:
-                checked_by = (
-                    step.registry.parallel_tool(step.executions[started])
-                    if started > start
-                    else lead
-                )
+                execution = step.executions[started]
+                checked_by = lead if started == start else step.registry.parallel_tool(execution)
                 if checked_by is None:
                     end = started
                     continue
-                prepared = _prepare_at_once(step, started, checked_by)
+                step.state.log_call(step.calls[started])  # _prepare_at_once, written out
+                prepared = step.registry.prepare_at_once(execution, checked_by=checked_by)
                 if prepared is None:
                     prepared = await _prepare(step, started, checked_by)
                 if _admit(step, started, prepared):
@@ -209,8 +206,7 @@ def _admit(step: _StepTools, index: int, prepared: PreparedCall) -> bool:
     """Keep the call's prepared stage; whether its body is to run (not denied, not aborted)."""
     step.prepared[index] = prepared
     call_id = step.calls[index].id
-    if not prepared.needs_dispatch:
-        assert prepared.result is not None
+    if prepared.result is not None:  # not needs_dispatch, a property called for every call
         step.results[index] = prepared.result
         # A denial is this call's outcome: an abort before its commit logs it, not a
         # synthetic "never started" (R9.20).
@@ -234,7 +230,13 @@ async def _body(step: _StepTools, prepared: PreparedCall) -> ToolExecutionResult
 
 async def _dispatch(step: _StepTools, index: int, prepared: PreparedCall) -> None:
     try:
-        step.results[index] = result = await _body(step, prepared)
+        # _body written out: the body's every yield would pass through its coroutine.
+        mark, token = enter_tool_call(step.core)
+        try:
+            body = step.registry.dispatching(prepared, body_results=step.record.started)
+            step.results[index] = result = await body
+        finally:
+            leave_tool_call(mark, token)
         # Kept for an abort that lands before its turn in the commit order comes.
         step.record.settled[step.calls[index].id] = (prepared, result)
     finally:
@@ -256,7 +258,10 @@ def _commit_at_once(step: _StepTools, index: int) -> bool:
     final = step.registry.finish_at_once(prepared, result)
     if final is None:
         return False
-    _log_final(step, index, final)
+    # _log_final, written out: a call spared for every call.
+    step.state.log_result(step.calls[index].id, final)
+    if final.additional_context is not None:
+        step.contexts.append(final.additional_context)
     return True
 
 
