@@ -99,7 +99,7 @@ class ToolExecution:
         raw_arguments: str | None = None,
     ) -> None:
         if token is None:
-            token = _fresh_token()
+            token = f"{_TOKEN_PREFIX}-{next(_TOKENS)}"  # _fresh_token, written out: one a call
         # One test of the common case: the loop's call id, name, token and text.
         if not (
             type(call_id) is type(name) is type(token) is str

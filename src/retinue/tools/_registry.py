@@ -272,7 +272,12 @@ class ToolRegistry:
         That tool found the call's arguments valid: given to :meth:`prepare` as
         ``checked_by``, it spares the body a second check while it still resolves.
         """
-        tool = self.get(execution.name, execution.agent_id)
+        # get(), written out here and in _run_tool: asked for every call.
+        name, agent_id, scoped = execution.name, execution.agent_id, self._scoped
+        if agent_id in scoped and name in scoped[agent_id]:
+            tool: Tool | None = scoped[agent_id][name]
+        else:
+            tool = self._global.get(name)
         if tool is None or tool.parallel_safe is False:
             return None
         arguments = execution.arguments
@@ -349,9 +354,10 @@ class ToolRegistry:
         ``None`` when there are arguments to freeze, or a pre-execute listener or a
         guard to run: then the caller awaits :meth:`prepare`.
         """
+        # _hears written out, as in dispatching: asked for every call.
         if (
             type(execution.arguments) is not FrozenDict
-            or self._hears("tools/pre-execute", execution)
+            or (self._seams_heard and self.hooks.hears("tools/pre-execute", execution.agent_id))
             or self._guards.watch(execution.agent_id)
         ):
             return None
@@ -424,14 +430,21 @@ class ToolRegistry:
         That coroutine's result is the body's, which the caller has as it returns:
         *body_results* is filled only around a wrapper.
         """
-        if prepared.result is None and not self._hears("tools/execute", prepared.execution):
+        if prepared.result is None and not (
+            self._seams_heard and self.hooks.hears("tools/execute", prepared.execution.agent_id)
+        ):
             return self._run_tool(prepared)
         return self.dispatch(prepared, body_results=body_results)
 
     def _run_tool(self, prepared: PreparedCall) -> Awaitable[ToolExecutionResult]:
         """The innermost ``tools/execute`` step: the tool's body, or an unknown-tool error."""
         execution = prepared.execution
-        tool = self.get(execution.name, execution.agent_id)
+        # get(), written out as in parallel_tool.
+        name, agent_id, scoped = execution.name, execution.agent_id, self._scoped
+        if agent_id in scoped and name in scoped[agent_id]:
+            tool: Tool | None = scoped[agent_id][name]
+        else:
+            tool = self._global.get(name)
         if tool is None:
             return unknown_tool(execution)
         # The arguments are frozen: the tool that found them valid would say so again.
@@ -471,7 +484,8 @@ class ToolRegistry:
         ``None`` otherwise: a step aborted after the body settled cannot run them
         any more, and the result must not bypass them.
         """
-        if self._needs_post_execute(prepared, result):
+        # _seams_heard first, as _needs_post_execute asks it: a call spared for every call.
+        if self._seams_heard and self._needs_post_execute(prepared, result):
             return None
         return self._checked_and_announced(prepared.execution, result)
 
