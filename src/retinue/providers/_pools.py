@@ -10,8 +10,8 @@ import functools
 import logging
 import ssl
 import zlib
-from collections.abc import AsyncIterable, AsyncIterator, Callable
-from typing import final
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from typing import Protocol, final, runtime_checkable
 
 import httpx2
 import trio
@@ -20,7 +20,7 @@ from httpx2._utils import get_environment_proxies
 
 from retinue._checks import finite_number_error, positive_int_error
 
-from ._sending import current_answer, note_answer
+from ._sending import _Answer, current_answer, note_answer
 
 __all__ = [
     "MAX_CONNECTIONS",
@@ -186,10 +186,17 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
             # Sent again after the close (a redirect's next hop, say): no wait for a slot
             # that no close would end.
             raise _closed_error()
+        answer = current_answer.get()
         try:
             self._slots.acquire_nowait()
         except trio.WouldBlock:
-            await self._wait_for_slot()
+            await self._wait_for_slot(answer)
+        else:
+            if answer is not None:
+                answer.waited_for = None
+        if answer is not None:
+            answer.stage = "connecting"
+            _SendWatch.install(request, answer)
         if self._closed:
             # A request that got its slot as the pools closed: sent now, it would open a
             # connection in a pool already closed, which nothing would ever close.
@@ -217,7 +224,7 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
         free[index] -= 1
         return index
 
-    async def _wait_for_slot(self) -> None:
+    async def _wait_for_slot(self, answer: _Answer | None) -> None:
         """Wait for a connection to be released, saying so to :func:`send_within`.
 
         The mark stays when the wait is cancelled: a deadline that ends it
@@ -225,9 +232,9 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
         once, without a slot: a connection held by an idle stream may not free
         before the request's timeout.
         """
-        answer = current_answer.get()
         if answer is not None:
-            answer.waiting_for = self.max_connections
+            answer.stage = "waiting"
+            answer.waited_for = self.max_connections
         with trio.CancelScope() as wait:
             self._waits.add(wait)
             try:
@@ -236,8 +243,6 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
                 self._waits.discard(wait)
         if wait.cancelled_caught:
             raise _closed_error()
-        if answer is not None:
-            answer.waiting_for = None
 
     def _release(self, index: int) -> None:
         self._free[index] += 1
@@ -257,6 +262,60 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
     def shards(self) -> int:
         """How many pools there are."""
         return len(self._pools)
+
+
+@final
+class _SendWatch:
+    """A request's ``trace`` hook: tells its answer when the request starts to go out, and
+    when all of it is out.
+
+    Until then the server has no whole request to act on, whatever the pool did (wait
+    for a connection, open one, shake hands, write part of it), so a deadline there
+    ends an unsent request.
+    A TLS handshake that a deadline cancels leaves its socket open (httpcore closes it
+    on an error only), to be closed by the garbage collector with a
+    ``ResourceWarning``: the hook closes it.
+    """
+
+    __slots__ = ("_answer", "_earlier", "_socket")
+
+    def __init__(self, answer: _Answer, earlier: Callable[..., Awaitable[None]] | None) -> None:
+        self._answer = answer
+        self._earlier = earlier
+        self._socket: _Closable | None = None
+
+    @classmethod
+    def install(cls, request: httpx2.Request, answer: _Answer) -> None:
+        """Watch *request* for *answer*, beside any ``trace`` hook it has."""
+        earlier = request.extensions.get("trace")
+        if isinstance(earlier, _SendWatch):  # a redirect's request keeps the extensions
+            earlier = earlier._earlier
+        request.extensions["trace"] = cls(answer, earlier)
+
+    async def __call__(  # noqa: ASYNC910 - records; httpcore awaits it between its steps
+        self, event: str, info: dict[str, object]
+    ) -> None:
+        if event.endswith(".send_request_headers.started"):
+            self._answer.stage = "sending"
+        elif event.endswith(".send_request_body.complete"):
+            self._answer.stage = "sent"
+        elif event == "connection.connect_tcp.complete":
+            stream = info.get("return_value")
+            self._socket = stream if isinstance(stream, _Closable) else None
+        elif (
+            event == "connection.start_tls.failed"
+            and self._socket is not None
+            and not isinstance(info.get("exception"), Exception)
+        ):
+            with trio.CancelScope(shield=True):
+                await self._socket.aclose()
+        if self._earlier is not None:
+            await self._earlier(event, info)
+
+
+@runtime_checkable
+class _Closable(Protocol):
+    async def aclose(self) -> None: ...
 
 
 @final

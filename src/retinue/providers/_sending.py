@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import final
+from typing import Literal, final
 
 import httpx2
 import trio
@@ -24,16 +24,23 @@ async def close_response(response: httpx2.Response) -> None:
         await response.aclose()
 
 
+Stage = Literal["unknown", "waiting", "connecting", "sending", "sent"]
+"""How far a request through the adapter's own pools got: waiting for a free
+connection, holding one not yet ready (being opened), being written, or written
+whole. A transport of the caller's own says nothing: ``unknown``, taken as sent."""
+
+
 @final
 class _Answer:
-    """The response headers of the request being sent, once they arrived."""
+    """The response headers of the request being sent, once they arrived, and how far it got."""
 
-    __slots__ = ("response", "waiting_for")
+    __slots__ = ("response", "stage", "waited_for")
 
     def __init__(self) -> None:
         self.response: httpx2.Response | None = None
-        self.waiting_for: int | None = None
-        """While the request waits for a free connection: how many there are in all."""
+        self.stage: Stage = "unknown"
+        self.waited_for: int | None = None
+        """When the request waited for a free connection: how many there are in all."""
 
     @property
     def failed(self) -> bool:
@@ -53,16 +60,10 @@ class _Answer:
 
     def timed_out(self, provider: str, seconds: float, server: str) -> ProviderConnectionError:
         """The error for a send that outlasted *seconds* with no failed response."""
-        if self.waiting_for is not None:
-            # Nothing was sent: the adapter's own connections were all busy.
-            return unsent(
-                ProviderConnectionError(
-                    f"{provider} had no free connection within {seconds} s: all"
-                    f" {self.waiting_for} (max_connections) were in use",
-                    code="POOL_TIMEOUT",
-                    retryable=True,
-                )
-            )
+        if self.stage in ("waiting", "connecting", "sending"):
+            error = self._not_sent(provider, seconds, server)
+            # A redirect's first request reached a server, which may have counted it.
+            return unsent(error) if self.response is None else error
         late = "sent no response headers"
         redirect = self.response
         # A redirect is read whole before the client follows it.
@@ -70,6 +71,25 @@ class _Answer:
             late = f"sent a {redirect.status_code} redirect whose body did not arrive"
         return ProviderConnectionError(
             f"{server} {late} within {seconds} s", code="TIMEOUT", retryable=True
+        )
+
+    def _not_sent(self, provider: str, seconds: float, server: str) -> ProviderConnectionError:
+        """The error for a request not written whole within *seconds*: no server can act on it."""
+        if self.waited_for is not None:
+            # Given a connection only as its time ran out (one freed by another request
+            # giving up), it spent that time waiting, not on the server.
+            late = "" if self.stage == "waiting" else " until too late to send the request whole"
+            return ProviderConnectionError(
+                f"{provider} had no free connection within {seconds} s: all"
+                f" {self.waited_for} (max_connections) were in use{late}; nothing was sent",
+                code="POOL_TIMEOUT",
+                retryable=True,
+            )
+        what = "a connection" if self.stage == "connecting" else "the whole request"
+        return ProviderConnectionError(
+            f"{server} did not take {what} within {seconds} s: the request was not sent",
+            code="TIMEOUT",
+            retryable=True,
         )
 
     def error(self, provider: str, detail: str) -> ProviderError:
