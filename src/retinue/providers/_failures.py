@@ -92,8 +92,11 @@ class ProviderError(ModelError):
 
     ``code`` is the provider's error code (or type) when it gave one, else a
     retinue code such as ``HTTP_500`` or ``CONNECTION_ERROR``. ``retryable``
-    says whether a retry may succeed; ``retry_after`` is the wait in seconds
-    the provider asked for, if any; ``headers`` the response's headers.
+    says whether the default retry policy retries it; unless given, it follows
+    from the ``status`` (the statuses retried by default, ``x-should-retry``, a
+    spent quota), or without one from the class (see :meth:`_retried_without_status`).
+    ``retry_after`` is the wait in seconds the provider asked for, if any;
+    ``headers`` the response's headers.
 
     Raises:
         TypeError: a header name or value is no str.
@@ -106,14 +109,27 @@ class ProviderError(ModelError):
         code: str | None = None,
         status: int | None = None,
         retry_after: float | None = None,
-        retryable: bool = False,
+        retryable: bool | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message, code=code, status=status)
         self.retry_after = retry_after
-        self.retryable = retryable
         self.headers: Mapping[str, str] = _text_headers(headers)
+        if retryable is None:
+            retryable = self._retried_by_default()
+        self.retryable = retryable
         self._unsent = False
+
+    def _retried_by_default(self) -> bool:
+        """Whether :class:`RetryPolicy`'s defaults retry this error: by its status when it has one."""
+        if self.status is None:
+            return self._retried_without_status()
+        verdict = retry_verdict(self.code, self.headers)
+        return self.status in RETRYABLE_STATUSES if verdict is None else verdict
+
+    def _retried_without_status(self) -> bool:
+        """A failure of no known kind is final: a retry would repeat it."""
+        return False
 
 
 _Failure = TypeVar("_Failure", bound=ProviderError)
@@ -168,17 +184,30 @@ class ModelNotFoundError(ProviderStatusError):
 class RateLimitError(ProviderStatusError):
     """The provider rate-limited the call (429); a spent quota is no rate limit."""
 
+    def _retried_without_status(self) -> bool:
+        return self.code != QUOTA_EXHAUSTED
+
 
 class OverloadedError(ProviderStatusError):
     """The provider is overloaded (529, 503)."""
+
+    def _retried_without_status(self) -> bool:
+        return True
 
 
 class ProviderConnectionError(ProviderError):
     """The connection failed, timed out, or the stream ended before it was complete."""
 
+    def _retried_without_status(self) -> bool:
+        return True
+
 
 class ProviderStreamError(ProviderError):
     """The stream reported an error event, or carried data that cannot be parsed."""
+
+    def _retried_without_status(self) -> bool:
+        # As an error event's code is judged: a busy or failing server is tried again.
+        return self.code in RETRYABLE_STREAM_CODES
 
 
 _STATUS_CLASSES: dict[int, type[ProviderStatusError]] = {
