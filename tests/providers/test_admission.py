@@ -621,3 +621,21 @@ async def test_a_cut_to_the_floor_counts_its_window_from_the_floor(
         await trio.sleep(1)  # past the pause
         limits = [await _round_of_successes(admission) for _ in range(3)]
     assert limits == [44.0, 52.0, 58.0]
+
+
+async def test_a_lane_counts_in_its_window_only_what_it_has_a_limit_for(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """``requests_in_window`` and ``tokens_in_window`` count under their limits only: a lane
+    with neither reads 0 for both, as its statistics document, and ``admitted`` counts."""
+    admission = AdmissionController(
+        per_model={"limited": AdmissionLimits(requests_per_minute=100, tokens_per_minute=10**6)}
+    )
+    with trio.fail_after(10):
+        for model in ("limited", "free", "free"):
+            async with admission.admit(provider="p", model=model, tokens=50):
+                pass
+    lanes = {lane.model: lane for lane in admission.statistics().lanes}
+    limited, free = lanes["limited"], lanes["free"]
+    assert (limited.requests_in_window, limited.tokens_in_window) == (1, 50)
+    assert (free.requests_in_window, free.tokens_in_window, free.admitted) == (0, 0, 2)

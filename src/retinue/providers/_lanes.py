@@ -107,9 +107,12 @@ class LaneStatistics:
     concurrency_limit: float
     """The current (adaptive) concurrency limit; ``inf`` when unlimited."""
     requests_in_window: int
-    """Requests admitted within the last window."""
+    """Requests admitted within the last window, less those given back (never sent).
+    Counted only under a ``requests_per_minute`` limit: without one the lane keeps no
+    window of requests, and this is 0."""
     tokens_in_window: int
-    """Tokens charged within the last window."""
+    """Tokens charged within the last window (estimates, corrected by usage). Counted
+    only under a ``tokens_per_minute`` limit: without one this is 0."""
     paused_for: float
     """Seconds until a pause (after a 429 or an exhausted budget) ends; 0 if none."""
     max_wait: float
