@@ -1,4 +1,4 @@
-"""A request whose timeout ends before its request headers go out was never sent: it fails
+"""A request whose timeout ends before it is written whole was never sent: it fails
 ``POOL_TIMEOUT`` when it waited for a free connection, else as a connection not made, and
 admission gives its charge back. A server that accepts connections but never completes a
 TLS handshake holds such a request where no byte of it leaves."""
@@ -58,7 +58,7 @@ async def _fail(managed: ManagedModel, session_id: str, errors: dict[str, Provid
 async def test_a_request_whose_connection_was_not_ready_in_time_was_not_sent(
     api: str, autojump_clock: trio.abc.Clock
 ) -> None:
-    """R10.3, R12.9: with one connection and a 1 s timeout, the first request times out on a
+    """R10.3: with one connection and a 1 s timeout, the first request times out on a
     connection never made, and the second, given that connection as the first gives up,
     times out while it is being made: neither reached the server, so the first fails as
     a connection not made and the second as ``POOL_TIMEOUT``, and neither keeps its
