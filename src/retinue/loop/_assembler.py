@@ -132,7 +132,9 @@ class BlockAssembler:
     _chunks: int = attrs.field(default=0, init=False)
     _texts_appended: int = attrs.field(default=0, init=False)
     # The open text block that the last text delta extended: most chunks of a
-    # stream extend it, and are appended without any lookup.
+    # stream extend it, and are appended without any lookup. The step's stream
+    # loop (loop/_step.py) reads both fields, as feed's first test does, to append
+    # such a delta without calling feed.
     _text_index: object = attrs.field(default=_NO_TEXT_BLOCK, init=False)
     _text_parts: list[str] = attrs.field(factory=list, init=False)
 

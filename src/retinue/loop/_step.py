@@ -11,7 +11,15 @@ from retinue._errors import HookError, ModelError, failure_of
 from retinue._lossless import same_json
 from retinue._options import AgentOptions
 from retinue._request import LlmCallConfig, MessageHistory, ModelRequest, ToolSchema
-from retinue._stream import Aborted, Errored, Finish, FinishReason, MaxTokens, StreamChunk
+from retinue._stream import (
+    Aborted,
+    Errored,
+    Finish,
+    FinishReason,
+    MaxTokens,
+    StreamChunk,
+    TextDelta,
+)
 from retinue.session import (
     AssistantMessage,
     EpochHeader,
@@ -169,6 +177,16 @@ async def _stream(
             async for chunk in reader:
                 if signal.cancel_called:
                     break  # the usage of a failed finish read so far still counts
+                if (
+                    type(chunk) is TextDelta
+                    and chunk.index is assembler._text_index
+                    and type(text := chunk.text) is str
+                ):
+                    # feed's own first case, inlined: most chunks are text deltas
+                    # extending the open text block, and a call each costs more.
+                    assembler._text_parts.append(text)
+                    logged(append_chunk(turn, step, chunk))
+                    continue
                 # Fed first: the assembler refuses a malformed chunk before it is
                 # logged, as a logged one would make the stored session unloadable.
                 try:
@@ -191,6 +209,13 @@ async def _stream(
         if not isinstance(exc, Exception):
             raise failure_of(exc, "the model stream", ModelError) from exc
         raise
+    return _streamed(state, assembler, seqs, signal)
+
+
+def _streamed(
+    state: TurnState, assembler: BlockAssembler, seqs: list[int], signal: StepSignal
+) -> tuple[BlockAssembler, list[int]] | None:
+    """What :func:`_stream` returns once the stream ended: raises the model's failure."""
     if isinstance(assembler.finish, _FAILED):
         _note_failed_usage(state, assembler)
         if signal.cancel_called:
