@@ -75,8 +75,17 @@ def append_to_surface(
     """
     events = self._events
     seq = len(events)
-    sources = None
-    if source_event_seqs is not None:
+    sources: tuple[int, ...] | None = None
+    if (
+        # A tool result's one call, valid as checked_sources would find it (a tuple is
+        # its own tuple()): tested inline, as every tool result is.
+        type(source_event_seqs) is tuple
+        and len(source_event_seqs) == 1
+        and type(first := source_event_seqs[0]) is int
+        and 0 <= first < seq
+    ):
+        sources = source_event_seqs
+    elif source_event_seqs is not None:
         sources = checked_sources(data.type, source_event_seqs, seq)
     # The valid cases tested inline; check_step says what is wrong.
     if data_type is SteeringMessage:
