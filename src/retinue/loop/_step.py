@@ -109,13 +109,12 @@ async def _request_config(core: AgentCore, state: TurnState, seed: LlmCallConfig
     )
 
 
-def _require_model(core: AgentCore, config: LlmCallConfig) -> None:
-    if not config.model:
-        raise ModelError(
-            f"agent {core.id!r} has no model: pass AgentOptions(model=...) or return a "
-            "config with a model from an agent/request listener",
-            code="NO_MODEL",
-        )
+def _no_model(core: AgentCore) -> ModelError:
+    return ModelError(
+        f"agent {core.id!r} has no model: pass AgentOptions(model=...) or return a "
+        "config with a model from an agent/request listener",
+        code="NO_MODEL",
+    )
 
 
 async def run_step(
@@ -138,7 +137,8 @@ async def run_step(
         config = await _request_config(core, state, config)
         if signal.cancel_called:  # a listener cancelled: no model call for an aborted step
             return None
-    _require_model(core, config)
+    if not config.model:
+        raise _no_model(core)
     prefix = core.prefix or ()
     if tools is None:
         tools = request_tools(core)
@@ -216,11 +216,13 @@ def _streamed(
     state: TurnState, assembler: BlockAssembler, seqs: list[int], signal: StepSignal
 ) -> tuple[BlockAssembler, list[int]] | None:
     """What :func:`_stream` returns once the stream ended: raises the model's failure."""
-    if isinstance(assembler.finish, _FAILED):
+    # The assembler's field, not its property: read every step, where a property is a call.
+    finish = assembler._finish
+    if isinstance(finish, _FAILED):
         _note_failed_usage(state, assembler)
         if signal.cancel_called:
             return None
-        raise _failed(assembler.finish)
+        raise _failed(finish)
     if signal.cancel_called:
         return None
     return assembler, seqs
@@ -406,7 +408,8 @@ async def _finish_step(
     seqs: list[int],
     signal: StepSignal,
 ) -> FinishReason | None:
-    finish = assembler.finish
+    # The assembler's fields, not its properties: read every step, where a property is a call.
+    finish, usage = assembler._finish, assembler._usage
     cut = isinstance(finish, MaxTokens)
     # Blocks, not a message: only a step-result listener is given the message.
     content = assembler.blocks()
@@ -421,8 +424,8 @@ async def _finish_step(
         if cut:
             content = _without_tool_calls(content)
     calls = _calls_of(content, model_content)
-    _refuse_shared_ids(calls, model_content)
-    usage = assembler.usage
+    if len(calls) > 1:
+        _refuse_shared_ids(calls, model_content)
     if content or usage is not None:
         message = AssistantMessage(state.turn, state.step, content, usage)
         # Noted before the append: an observer raising on it leaves the message
