@@ -78,3 +78,25 @@ def test_show_names_the_model_of_the_first_request_and_of_each_change(shown: lis
     ]
     assert shown[shown.index("turn 1  (message from user)") + 3] == "    model: a"
     assert shown[shown.index("turn 2  (message from user)") + 3] == "    model: b"
+
+
+def test_replay_counts_one_turn_in_the_singular(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R4.16: ``replay`` reports what it re-derived; one turn reads "1 turn"."""
+
+    async def one_turn() -> Session:
+        with trio.fail_after(VIRTUAL_DEADLINE):
+            async with retinue.open_runtime(models=ScriptedModel([Reply("one")])) as rt:
+                agent = await rt.create_agent("w", AgentOptions(model="scripted"), session_id="s1")
+                await agent.ask("first")
+        return agent.session
+
+    session = trio.run(one_turn, clock=trio.testing.MockClock(autojump_threshold=0))
+    exported = tmp_path / "s1.jsonl"
+    exported.write_text(to_jsonl(session), encoding="utf-8")
+    store = f"jsonl:{tmp_path / 'store'}"
+    assert main(["sessions", "import", str(exported), "--store", store]) == 0
+    capsys.readouterr()
+    assert main(["sessions", "replay", "s1", "--store", store]) == 0
+    assert ", 1 turn, 2 history messages" in capsys.readouterr().out

@@ -134,7 +134,7 @@ def test_cli_sessions_replay_checks_invariants(
     """``sessions replay`` re-derives history, checks the invariants and notes an open turn."""
     spec, done, _ = stored
     assert cli("--store", spec, "replay", "done") == 0
-    assert f"done: ok: {len(done.events)} events, 1 turns" in capsys.readouterr().out
+    assert f"done: ok: {len(done.events)} events, 1 turn," in capsys.readouterr().out
     assert cli("--store", spec, "replay", "crashed") == 0
     assert "ends inside turn 2" in capsys.readouterr().out
 

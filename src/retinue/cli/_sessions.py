@@ -308,7 +308,8 @@ async def _replay(store: BufferedStore, args: argparse.Namespace) -> int:
     turns = sum(1 for event in session.events if isinstance(event.data, TurnStart))
     print(
         f"{session.id}: {'kept' if recovered.dropped else 'ok'}: {len(session.events)} events, "
-        f"{turns} turns, {len(session.derive_messages())} history messages"
+        f"{turns} turn{'' if turns == 1 else 's'}, "
+        f"{len(session.derive_messages())} history messages"
     )
     if session.is_turn_open:
         print(f"{session.id}: ends inside turn {session.last_turn}; loading it closes the turn")
