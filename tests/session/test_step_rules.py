@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from retinue import Text
+from retinue import Text, ToolCall
 from retinue._errors import CorruptSessionError, SessionError
 from retinue.providers import TextDelta
 from retinue.session import (
@@ -153,6 +153,11 @@ def test_an_event_stamped_with_a_step_lies_inside_that_step(kind: str) -> None:
         "STEP_MISMATCH",
         f"{kind} of step (1, 2) while the open step is (1, 1)",
     )
+    # What the step logs before a call or a result (R9.10, R4.15): the message listing the call.
+    if kind in ("tool/call", "tool/result"):
+        _append(session, AssistantMessage(1, 1, (ToolCall("c", "t", "{}"),)))
+    if kind == "tool/result":
+        _append(session, ToolCallEvent(1, 1, "c", "t", "{}"))
     _append(session, build(1, 1))
 
 

@@ -10,7 +10,7 @@ from unittest import mock
 import attrs
 import pytest
 
-from retinue import SessionError, Text
+from retinue import SessionError, Text, ToolCall
 from retinue._errors import InvalidJsonError
 from retinue._lossless import thaw_json
 from retinue._request import LlmCallConfig
@@ -139,15 +139,16 @@ def test_append_snapshots_the_callers_data() -> None:
     meta = {"files": ["a.txt"]}
     session = _open()
     session.append(StepStart(1, 1))
+    session.append(AssistantMessage(1, 1, (ToolCall("c1", "read", "{}"),)), surface="append")
     session.append(ToolCallEvent(1, 1, "c1", "read", "{}"))
     event = session.append(
-        ToolResultEvent(1, 1, "c1", _c("ok"), meta=meta), surface="append", source_event_seqs=[2]
+        ToolResultEvent(1, 1, "c1", _c("ok"), meta=meta), surface="append", source_event_seqs=[3]
     )
     meta["files"].append("b.txt")
-    logged = session.events[3].data
+    logged = session.events[4].data
     assert isinstance(logged, ToolResultEvent)
     assert logged.meta == {"files": ("a.txt",)}
-    assert event is session.events[3]
+    assert event is session.events[4]
     with pytest.raises(TypeError):
         logged.meta["files"] = ()  # type: ignore[index]
 
@@ -420,18 +421,23 @@ def test_source_event_seqs_must_be_non_empty_unique_and_earlier(
     )
 
 
-@pytest.mark.parametrize("sources", [range(2, 4), range(3, 1, -1)], ids=["run", "descending"])
-def test_a_range_of_source_event_seqs_is_logged_as_its_tuple(sources: range) -> None:
-    """R4.22: a range of earlier seqs is valid sources, logged as the tuple of its items."""
+def test_a_range_of_source_event_seqs_is_logged_as_its_tuple() -> None:
+    """R4.22: a range of earlier seqs is valid sources, logged as the tuple of its items: a
+    run (a message's chunks) and a descending one (a rewrite may name what it replaces so)."""
     session = _open()
     session.append(StepStart(1, 1))
     session.append(AssistantChunk(1, 1, TextDelta(0, "a")))
     session.append(AssistantChunk(1, 1, TextDelta(0, "b")))
     event = session.append(
-        AssistantMessage(1, 1, _c("ab")), surface="append", source_event_seqs=sources
+        AssistantMessage(1, 1, _c("ab")), surface="append", source_event_seqs=range(2, 4)
     )
-    assert event.source_event_seqs == tuple(sources)
+    assert event.source_event_seqs == (2, 3)
     assert type(event.source_event_seqs) is tuple
+    rewrite = _history_session().append(
+        ContextMessage(_c("summary")), surface=Replace(1, 9), source_event_seqs=range(9, 0, -2)
+    )
+    assert rewrite.source_event_seqs == (9, 7, 5, 3, 1)
+    assert type(rewrite.source_event_seqs) is tuple
 
 
 @pytest.mark.parametrize(

@@ -213,10 +213,12 @@ def test_dump_is_plain_json_data_equal_to_its_stored_line_parsed() -> None:
     session.append_custom("todo/write", {"todos": [{"content": "x", "tags": ["a"]}]})
     session.append(RequestHeader(EpochHeader(_CONFIG, "sys", (_SCHEMA,)), "initial"))
     session.append(StepStart(1, 1))
+    session.append(AssistantMessage(1, 1, (ToolCall("c1", "t", "{}"),)), surface="append")
+    call = session.append(ToolCallEvent(1, 1, "c1", "t", "{}"))
     session.append(
         ToolResultEvent(1, 1, "c1", _c("ok"), meta={"n": [1, {"m": []}]}),
         surface="append",
-        source_event_seqs=(1,),
+        source_event_seqs=(call.seq,),
     )
     dumped = session.dump()
     assert dumped == json.loads(json.dumps(dumped))

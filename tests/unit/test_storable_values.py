@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from retinue import Message, Text
+from retinue import Message, Text, ToolCall
 from retinue._errors import CorruptSessionError, InvalidJsonError
 from retinue._lossless import MAX_JSON_DEPTH, freeze_json, loads_frozen
 from retinue._request import LlmCallConfig, ToolSchema
@@ -144,18 +144,23 @@ def test_events_holding_every_record_field_store_and_load_as_themselves() -> Non
     session = Session.create("s")
     session.append(TurnStart(1, TurnTrigger("message")))
     session.append(StepStart(1, 1))
-    call = session.append(ToolCallEvent(1, 1, "c", "t", "{}"))
     tool = ToolSchema("t", "d", {"type": "object"})
     header = EpochHeader(LlmCallConfig("m", provider="p", max_tokens=5), "sys", (tool,))
     events = [
         session.append(RequestHeader(header, "initial")),
         session.append(RequestHeaderDelta(SystemEdit(0, 1), ToolsDelta((), ("t",)), CONFIG)),
         session.append(
+            AssistantMessage(1, 1, (Text("x"), ToolCall("c", "t", "{}")), Usage(1, 2, 3)),
+            surface="append",
+        ),
+        session.append(ToolCallEvent(1, 1, "c", "t", "{}")),
+    ]
+    events += [
+        session.append(
             ToolResultEvent(1, 1, "c", (Text("x"),), True, ToolErrorInfo("E", "CODE")),
             surface="append",
-            source_event_seqs=(call.seq,),
+            source_event_seqs=(events[-1].seq,),
         ),
-        session.append(AssistantMessage(1, 1, (Text("x"),), Usage(1, 2, 3)), surface="append"),
         session.append(StepEnd(1, 1)),
         session.append(PromptBlocked((Text("x"),), reason="no")),
         session.append(TurnEnd(1, TurnEndReason.error(1, "m", "CODE"))),

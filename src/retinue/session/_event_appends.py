@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING
 
 from ._checks import check_boundary
 from ._events import (
+    AssistantMessage,
     Event,
     EventData,
     SteeringMessage,
     SurfaceOp,
+    ToolResultEvent,
     TurnEnd,
     TurnStart,
 )
@@ -95,6 +97,10 @@ def append_to_surface(
         data.step != self._open_step or data.turn != self._last_turn  # type: ignore[union-attr]
     ):
         check_step(data, self._last_turn, self._open_step, self._last_step)
+    if data_type is AssistantMessage:
+        self._ledger.take_message(events, data, sources)  # type: ignore[arg-type]
+    elif data_type is ToolResultEvent:
+        self._ledger.result(data, sources)  # type: ignore[arg-type]
     event = _new_tuple(Event, (seq, _time_ns() // 1_000_000, data, sources, surface))
     events.append(event)
     self._surface.append(event)

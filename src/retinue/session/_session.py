@@ -43,6 +43,7 @@ from ._events import (
     StepEnd,
     StepStart,
     SurfaceOp,
+    ToolCallEvent,
     TurnEnd,
     TurnStart,
 )
@@ -50,6 +51,7 @@ from ._history import Surface
 from ._observers import Announcer, Observer, check_observer
 from ._sources import as_sources, check_sources
 from ._stepcheck import STEP_TYPES, check_step
+from ._stepledger import StepLedger
 
 __all__ = ["Session", "now_ms"]
 
@@ -98,6 +100,8 @@ class Session:
     _open_step: int | None = attrs.field(default=None, init=False)
     _last_step: int = attrs.field(default=0, init=False)
     _header_fold: EpochHeader | None = attrs.field(default=None, init=False)
+    # What the open step logged: what it may log next (R7.34, R7.36, R9.10, R4.15, R9.17).
+    _ledger: StepLedger = attrs.field(factory=StepLedger, init=False)
 
     @classmethod
     def create(
@@ -188,6 +192,8 @@ class Session:
                 # Its message starts with the event's type already.
                 raise InvalidJsonError(f"event seq {event.seq}: {exc.message}") from exc
             session._record(copied, fold)
+        if session._open_step is not None:
+            session._ledger.rebuild(logged)
         return session
 
     @property
@@ -298,6 +304,7 @@ class Session:
                 ):
                     check_step(data, self._open_turn(), self._open_step, self._last_step)
                 self._open_step = self._last_step = data.step  # type: ignore[union-attr]
+                self._ledger.open(len(events))
             elif data_type is PromptBlocked:
                 if not self._turn_open:
                     refuse_outside_turn(PromptBlocked.type)
@@ -307,6 +314,10 @@ class Session:
                 and data.turn == self._last_turn  # type: ignore[union-attr]
             ):
                 check_step(data, self._open_turn(), self._open_step, self._last_step)
+            if data_type is ToolCallEvent:
+                self._ledger.call(data, len(events))  # type: ignore[arg-type]
+            elif data_type is StepEnd:
+                self._ledger.close()
             event = _new_tuple(Event, (len(events), _time_ns() // 1_000_000, data, None, None))
             events.append(event)
             if data_type is StepEnd:
@@ -327,7 +338,12 @@ class Session:
             event = _new_tuple(
                 Event, (len(events), _time_ns() // 1_000_000, data, sources, exact_op(surface))
             )
-            self._record(event, self._validate(event))
+            fold = self._validate(event)
+            if data_type in STEP_TYPES or (
+                data_type in HEADER_TYPES and self._open_step is not None
+            ):
+                self._in_step(event)
+            self._record(event, fold)
         announcer = self._announcer
         direct = announcer.direct
         if direct is None:
@@ -335,6 +351,14 @@ class Session:
         else:
             direct(event)
         return event
+
+    def _in_step(self, event: Event) -> None:
+        """Refuse a step's *event* unless the open step may log it next (the step ledger)."""
+        data = event.data
+        if type(data) in HEADER_TYPES:
+            self._ledger.header(self._events, data)
+        else:
+            self._ledger.admit(self._events, data, event)
 
     # Written in _event_appends.py, called as methods: the same lookup per append.
     _append_boundary = append_boundary
