@@ -37,20 +37,33 @@ _Append = Callable[..., object]
 def _interrupt_appends(
     monkeypatch: pytest.MonkeyPatch, kind: type[EventData], nths: Sequence[int]
 ) -> list[int]:
-    """Make the *nths* appends of a *kind* event raise Ctrl-C on entry; returns those that did."""
+    """Make the *nths* appends of a *kind* event raise Ctrl-C on entry; returns those that did.
+
+    Both ways the loop appends are wrapped: ``append``, and ``append_message`` for a
+    step's message.
+    """
     real: _Append = Session.append
+    real_message: _Append = Session.append_message
     seen: list[int] = []
     fired: list[int] = []
 
-    def append(self: Session, data: EventData, **options: object) -> object:
+    def interrupt(data: EventData) -> None:
         if type(data) is kind:
             seen.append(1)
             if len(seen) in nths:
                 fired.append(len(seen))
                 raise KeyboardInterrupt
+
+    def append(self: Session, data: EventData, **options: object) -> object:
+        interrupt(data)
         return real(self, data, **options)
 
+    def append_message(self: Session, data: EventData, chunk_seqs: object) -> object:
+        interrupt(data)
+        return real_message(self, data, chunk_seqs)
+
     monkeypatch.setattr(Session, "append", append)
+    monkeypatch.setattr(Session, "append_message", append_message)
     return fired
 
 

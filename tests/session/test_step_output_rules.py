@@ -287,3 +287,25 @@ def test_a_load_reads_a_step_as_it_was_stored() -> None:
     ]
     loaded = Session.from_events(SessionHeader(id="s", created_at=0), events)
     assert [event.type for event in loaded.events][-2:] == ["assistant/message"] * 2
+
+
+def test_the_loops_message_path_keeps_every_other_rule() -> None:
+    """R7.36: ``append_message``, the loop's path vouching for its chunk seqs, logs the message
+    sourced from them, announced as any append, and still refuses a second message; outside
+    a turn it refuses as ``append`` does."""
+    session = _step()
+    heard: list[Event] = []
+    session.observe(heard.append)
+    first, second = _chunk(session), _chunk(session)
+    event = session.append_message(AssistantMessage(1, 1, TEXT), range(first, second + 1))
+    assert (event.source_event_seqs, event.surface_op) == ((first, second), "append")
+    assert heard[-1] is event is session.events[-1]
+    _refused(
+        session,
+        lambda s: s.append_message(AssistantMessage(1, 1, TEXT), None),
+        "STEP_OUTPUT",
+        f"a second assistant/message in the step (the first at seq {event.seq})",
+    )
+    with pytest.raises(SessionError) as caught:
+        Session.create("t").append_message(AssistantMessage(1, 1, TEXT), None)
+    assert caught.value.code == "NO_OPEN_TURN"

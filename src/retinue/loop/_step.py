@@ -435,7 +435,7 @@ async def _finish_step(
         # try: Ctrl-C landing between the append and the record still has the calls the
         # log holds answered.
         try:
-            core.session.append(message, surface="append", source_event_seqs=_chunk_run(seqs))
+            core.session.append_message(message, _chunk_run(seqs))
             if calls:
                 state.calls = StepCalls(calls)
         except BaseException:

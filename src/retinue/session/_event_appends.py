@@ -1,11 +1,13 @@
 """The session's per-step appends of turn boundaries and surface messages, checks inlined.
 
 Methods of :class:`~retinue.session.Session` written apart: ``Session.append``
-calls them with itself, as it would call its own.
+calls them with itself, as it would call its own, and the loop calls
+``Session.append_message`` for each step's message.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -27,9 +29,10 @@ from ._stepcheck import STEP_TYPES, check_step
 if TYPE_CHECKING:
     from ._session import Session
 
-__all__ = ["append_boundary", "append_to_surface"]
+__all__ = ["append_boundary", "append_message", "append_to_surface"]
 
 _time_ns = time.time_ns
+_get_ident = threading.get_ident
 _new_tuple = tuple.__new__
 
 
@@ -68,12 +71,16 @@ def append_to_surface(
     data_type: type[EventData],
     surface: SurfaceOp,
     source_event_seqs: Sequence[int] | None,
+    *,
+    chunks_vouched: bool = False,
 ) -> Event:
     """Log a message appended to the open turn's surface, as ``Session._validate`` and
     ``Session._record`` would.
 
     The per-step path of messages and tool results: of their checks only the
-    sources' is left, and of their recording the surface's append.
+    sources' and the step's are left, and of their recording the surface's
+    append. With *chunks_vouched*, an assistant message's sources are the
+    step's chunks, as the loop's are: they are not looked for again.
     """
     events = self._events
     seq = len(events)
@@ -98,10 +105,40 @@ def append_to_surface(
     ):
         check_step(data, self._last_turn, self._open_step, self._last_step)
     if data_type is AssistantMessage:
-        self._ledger.take_message(events, data, sources)  # type: ignore[arg-type]
+        self._ledger.take_message(events, data, sources, vouched=chunks_vouched)  # type: ignore[arg-type]
     elif data_type is ToolResultEvent:
         self._ledger.result(data, sources)  # type: ignore[arg-type]
     event = _new_tuple(Event, (seq, _time_ns() // 1_000_000, data, sources, surface))
     events.append(event)
     self._surface.append(event)
+    return event
+
+
+def append_message(
+    self: Session, data: AssistantMessage, chunk_seqs: Sequence[int] | None
+) -> Event:
+    """Append the open step's ``assistant/message`` and notify observers: the loop's path.
+
+    ``append(data, surface="append", source_event_seqs=chunk_seqs)``, where the
+    caller vouches that *chunk_seqs* are the seqs of every chunk it logged in the
+    step (``Session.append_chunk``), in order (``None`` for none), as the loop's are:
+    they are not looked for in the log again. Every other check holds.
+    """
+    thread = self._thread
+    if (
+        (thread is not None and thread != _get_ident())
+        or not self._turn_open
+        or type(data) is not AssistantMessage
+    ):
+        # What is wrong is said as append says it.
+        return self.append(data, surface="append", source_event_seqs=chunk_seqs)
+    event = append_to_surface(
+        self, data, AssistantMessage, "append", chunk_seqs, chunks_vouched=True
+    )
+    announcer = self._announcer
+    direct = announcer.direct
+    if direct is None:
+        announcer.announce(event)
+    else:
+        direct(event)
     return event

@@ -28,7 +28,7 @@ from ._checks import (
     refuse_surface_op,
     refuse_thread,
 )
-from ._event_appends import append_boundary, append_to_surface
+from ._event_appends import append_boundary, append_message, append_to_surface
 from ._event_kinds import BOUNDARY_TYPES, EVENT_TYPES, HEADER_TYPES, PLAIN_TYPES, SURFACE_DATA
 from ._eventlog import EventLog
 from ._events import (
@@ -317,7 +317,9 @@ class Session:
             if data_type is ToolCallEvent:
                 self._ledger.call(data, len(events))  # type: ignore[arg-type]
             elif data_type is StepEnd:
-                self._ledger.close()
+                ledger = self._ledger
+                if len(ledger.answered) != len(ledger.positions):
+                    ledger.close()  # says which call is unanswered
             event = _new_tuple(Event, (len(events), _time_ns() // 1_000_000, data, None, None))
             events.append(event)
             if data_type is StepEnd:
@@ -363,6 +365,7 @@ class Session:
     # Written in _event_appends.py, called as methods: the same lookup per append.
     _append_boundary = append_boundary
     _append_to_surface = append_to_surface
+    append_message = append_message
 
     def append_chunk(self, turn: int, step: int, chunk: StreamChunk) -> int:
         """Append an ``assistant/chunk`` event and notify observers; returns its seq.

@@ -98,14 +98,37 @@ class StepLedger:
             )
 
     def take_message(
-        self, events: Sequence[Event], data: AssistantMessage, sources: Sequence[int] | None
+        self,
+        events: Sequence[Event],
+        data: AssistantMessage,
+        sources: Sequence[int] | None,
+        *,
+        vouched: bool = False,
     ) -> None:
-        """An ``assistant/message`` *data* at ``len(events)`` sourced from *sources* (R7.36)."""
+        """An ``assistant/message`` *data* at ``len(events)`` sourced from *sources* (R7.36),
+        which are looked for among the step's events unless *vouched* for."""
         if self.message is not None:
             _refuse(
                 f"a second assistant/message in the step (the first at seq {self.message})",
                 "STEP_OUTPUT",
             )
+        if not vouched:
+            self._check_sources(events, sources)
+        self.message = len(events)
+        # Each tool call's place among the message's tool-call blocks (the first, for an
+        # id given twice); a loop rather than a comprehension: one call fewer a step.
+        positions: dict[str, int] | None = None
+        index = 0
+        for block in data.content:
+            if type(block) is ToolCall:
+                if positions is None:
+                    positions = {}
+                positions.setdefault(block.id, index)
+                index += 1
+        if positions is not None:
+            self.positions = positions
+
+    def _check_sources(self, events: Sequence[Event], sources: Sequence[int] | None) -> None:
         chunks = [event[0] for event in events[self.start :] if type(event[2]) is AssistantChunk]
         if (tuple(chunks) if chunks else None) != (None if sources is None else tuple(sources)):
             _refuse(
@@ -113,16 +136,6 @@ class StepLedger:
                 f"not from the step's chunks {chunks or None}",
                 "STEP_OUTPUT",
             )
-        self.message = len(events)
-        self._list(data)
-
-    def _list(self, data: AssistantMessage) -> None:
-        calls = [block.id for block in data.content if type(block) is ToolCall]
-        if calls:
-            positions: dict[str, int] = {}
-            for position, call_id in enumerate(calls):
-                positions.setdefault(call_id, position)
-            self.positions = positions
 
     def call(self, data: ToolCallEvent, seq: int) -> None:
         """A ``tool/call`` at *seq*: a call of the step's message, made once (R9.10, R4.15)."""
@@ -197,8 +210,7 @@ class StepLedger:
             if isinstance(event.surface_op, Replace):
                 continue
             if type(data) is AssistantMessage and self.message is None:
-                self.message = event[0]
-                self._list(data)
+                self.take_message(events[: event[0]], data, event.source_event_seqs, vouched=True)
             elif type(data) is ToolCallEvent:
                 self.positions.setdefault(data.call_id, len(self.positions))
                 self.pending[data.call_id] = event[0]
