@@ -23,6 +23,7 @@ from retinue.session import (
     AssistantMessage,
     EpochHeader,
     Event,
+    Replace,
     RequestHeader,
     Session,
     SessionHeader,
@@ -309,3 +310,33 @@ def test_the_loops_message_path_keeps_every_other_rule() -> None:
     with pytest.raises(SessionError) as caught:
         Session.create("t").append_message(AssistantMessage(1, 1, TEXT), None)
     assert caught.value.code == "NO_OPEN_TURN"
+
+
+def test_a_message_names_each_tool_call_once() -> None:
+    """R4.15: two tool-call blocks sharing an id would be answered by one call and one result."""
+    session = _step()
+    _refused(
+        session,
+        lambda s: _message(s, (ToolCall("a", "t", "{}"), ToolCall("a", "t", "{}"))),
+        "STEP_OUTPUT",
+        "tool call 'a' twice in the assistant/message",
+    )
+
+
+def test_a_rewrite_inside_a_step_is_no_output_of_it() -> None:
+    """R4.20, R7.34: a message rewritten (pruned) inside a step before its model call leaves
+    the step free to log the header it owes, as the invariant checks have it."""
+    session = Session.create("s")
+    session.append(TurnStart(1, TurnTrigger("message")))
+    session.append(StepStart(1, 1))
+    session.append(AssistantMessage(1, 1, TEXT), surface="append")
+    session.append(StepEnd(1, 1))
+    session.append(TurnEnd(1, TurnEndReason.completed()))
+    session.append(TurnStart(2, TurnTrigger("message")))
+    session.append(StepStart(2, 1))
+    session.append(
+        AssistantMessage(1, 1, (Text("pruned"),)), surface=Replace(2, 2), source_event_seqs=[2]
+    )
+    session.append(RequestHeader(EpochHeader(LlmCallConfig("m")), "initial"))
+    session.append(AssistantMessage(2, 1, TEXT), surface="append")
+    check_session_invariants(session.events)

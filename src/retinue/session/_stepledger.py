@@ -105,8 +105,11 @@ class StepLedger:
         *,
         vouched: bool = False,
     ) -> None:
-        """An ``assistant/message`` *data* at ``len(events)`` sourced from *sources* (R7.36),
-        which are looked for among the step's events unless *vouched* for."""
+        """An ``assistant/message`` *data* at ``len(events)`` sourced from *sources* (R7.36).
+
+        *vouched*: the caller (the loop, or a load's rebuild) answers for the sources
+        being the step's chunks and the tool-call ids being distinct; else both are checked.
+        """
         if self.message is not None:
             _refuse(
                 f"a second assistant/message in the step (the first at seq {self.message})",
@@ -114,17 +117,20 @@ class StepLedger:
             )
         if not vouched:
             self._check_sources(events, sources)
-        self.message = len(events)
-        # Each tool call's place among the message's tool-call blocks (the first, for an
-        # id given twice); a loop rather than a comprehension: one call fewer a step.
+        # Each tool call's place among the message's tool-call blocks; a loop rather
+        # than a comprehension: one call fewer a step.
         positions: dict[str, int] | None = None
         index = 0
         for block in data.content:
             if type(block) is ToolCall:
                 if positions is None:
                     positions = {}
+                elif block.id in positions and not vouched:
+                    # One call and one result would answer both blocks (R4.15).
+                    _refuse(f"tool call {block.id!r} twice in the assistant/message", "STEP_OUTPUT")
                 positions.setdefault(block.id, index)
                 index += 1
+        self.message = len(events)
         if positions is not None:
             self.positions = positions
 
@@ -190,7 +196,8 @@ class StepLedger:
     def header(self, events: Sequence[Event], data: EventData) -> None:
         """A request header logged inside the open step: before its model output (R7.34)."""
         for event in events[self.start :]:
-            if type(event[2]) in _OUTPUT_TYPES:
+            # A rewrite of history (R4.20) is no output of the step.
+            if type(event[2]) in _OUTPUT_TYPES and not isinstance(event.surface_op, Replace):
                 _refuse(
                     f"{data.type} after the step's model output (seq {event[0]})", "STEP_OUTPUT"
                 )
