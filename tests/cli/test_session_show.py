@@ -49,14 +49,20 @@ async def _three_turns() -> Session:
     return agent.session
 
 
-@pytest.fixture
-def shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    """What ``sessions show`` prints of the three turns, stored through ``sessions import``."""
-    session = trio.run(_three_turns, clock=trio.testing.MockClock(autojump_threshold=0))
+def _imported(run: Callable[[], Awaitable[Session]], tmp_path: Path) -> str:
+    """The store a session *run* on a virtual clock is stored in through ``sessions import``."""
+    session = trio.run(run, clock=trio.testing.MockClock(autojump_threshold=0))
     exported = tmp_path / "s1.jsonl"
     exported.write_text(to_jsonl(session), encoding="utf-8")
     store = f"jsonl:{tmp_path / 'store'}"
     assert main(["sessions", "import", str(exported), "--store", store]) == 0
+    return store
+
+
+@pytest.fixture
+def shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """What ``sessions show`` prints of the three turns, stored through ``sessions import``."""
+    store = _imported(_three_turns, tmp_path)
     capsys.readouterr()
     assert main(["sessions", "show", "s1", "--store", store]) == 0
     return capsys.readouterr().out.splitlines()
@@ -92,11 +98,7 @@ def test_replay_counts_one_turn_in_the_singular(
                 await agent.ask("first")
         return agent.session
 
-    session = trio.run(one_turn, clock=trio.testing.MockClock(autojump_threshold=0))
-    exported = tmp_path / "s1.jsonl"
-    exported.write_text(to_jsonl(session), encoding="utf-8")
-    store = f"jsonl:{tmp_path / 'store'}"
-    assert main(["sessions", "import", str(exported), "--store", store]) == 0
+    store = _imported(one_turn, tmp_path)
     capsys.readouterr()
     assert main(["sessions", "replay", "s1", "--store", store]) == 0
     assert ", 1 turn, 2 history messages" in capsys.readouterr().out
