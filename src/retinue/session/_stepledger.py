@@ -117,19 +117,7 @@ class StepLedger:
             )
         if not vouched:
             self._check_sources(events, sources)
-        # Each tool call's place among the message's tool-call blocks; a loop rather
-        # than a comprehension: one call fewer a step.
-        positions: dict[str, int] | None = None
-        index = 0
-        for block in data.content:
-            if type(block) is ToolCall:
-                if positions is None:
-                    positions = {}
-                elif block.id in positions and not vouched:
-                    # One call and one result would answer both blocks (R4.15).
-                    _refuse(f"tool call {block.id!r} twice in the assistant/message", "STEP_OUTPUT")
-                positions.setdefault(block.id, index)
-                index += 1
+        positions = _positions(data, refuse_twice=not vouched)
         self.message = len(events)
         if positions is not None:
             self.positions = positions
@@ -217,9 +205,27 @@ class StepLedger:
             if isinstance(event.surface_op, Replace):
                 continue
             if type(data) is AssistantMessage and self.message is None:
-                self.take_message(events[: event[0]], data, event.source_event_seqs, vouched=True)
+                self.message = event[0]
+                self.positions = _positions(data, refuse_twice=False) or {}
             elif type(data) is ToolCallEvent:
                 self.positions.setdefault(data.call_id, len(self.positions))
                 self.pending[data.call_id] = event[0]
             elif type(data) is ToolResultEvent and self.pending.pop(data.call_id, None) is not None:
                 self.answered.add(data.call_id)
+
+
+def _positions(data: AssistantMessage, *, refuse_twice: bool) -> dict[str, int] | None:
+    """Each tool call's place among *data*'s tool-call blocks (``None`` for none); a loop
+    rather than a comprehension, one call fewer a step. An id given twice is refused
+    (one call and one result would answer both, R4.15) or, read leniently, placed first."""
+    positions: dict[str, int] | None = None
+    index = 0
+    for block in data.content:
+        if type(block) is ToolCall:
+            if positions is None:
+                positions = {}
+            elif refuse_twice and block.id in positions:
+                _refuse(f"tool call {block.id!r} twice in the assistant/message", "STEP_OUTPUT")
+            positions.setdefault(block.id, index)
+            index += 1
+    return positions
