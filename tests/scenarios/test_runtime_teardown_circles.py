@@ -21,7 +21,7 @@ from retinue.testing import (
     ToolCallSpec,
     check_session_invariants,
 )
-from tests.helpers import OPTIONS, runtime, turn_ends
+from tests.helpers import OPTIONS, last_end_reason, runtime, turn_ends
 from tests.scenarios._runtime_teardown_kit import SlowDetach
 
 
@@ -129,8 +129,11 @@ def _ask_b_and_fire(
         """Dispose the agent to fire."""
         if go is not None:
             await go.wait()
-        await peers[fired].dispose()
-        seen.append(list(store.detached))
+        # B's turn serves A's ask, so disposing A aborts it (R2.29, the parent cause):
+        # shielded, the dispose is seen to its end.
+        with trio.CancelScope(shield=True):
+            await peers[fired].dispose()
+            seen.append(list(store.detached))
         return "fired"
 
     return [ask_b, fire]
@@ -165,6 +168,9 @@ async def test_disposing_an_agent_that_asked_the_caller_waits_for_its_teardown(
             assert seen == [["a"]]
             assert rt.agents.get("a") is None
             assert turn_ends(peers["a"].session.events) == ["disposed"]
+            assert last_end_reason(peers["b"].session.events).reason == (
+                "parent agent 'a' was disposed"
+            )
 
 
 class _DetachDisposingTheOther(DelegatingStore):

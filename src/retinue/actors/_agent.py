@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Awaitable, Callable
+from functools import partial
 from types import TracebackType
 from typing import final
 
@@ -21,6 +22,7 @@ from retinue.mailbox import Ticket
 from retinue.session import Event, Session
 
 from ._waits import (
+    abandon_ask,
     caller_that_may_wait,
     refuse_another_run,
     refuse_waiting_on_itself,
@@ -358,7 +360,12 @@ class Agent:
         the turn and flushed it: ``error`` (``DRIVER_CRASH``) for a turn the crash
         cut short, the turn's own end for one that had ended.
         Cancelling the wait does not withdraw the prompt; an ``ask`` already
-        cancelled when it is called (its deadline past) sends nothing.
+        cancelled when it is called (its deadline past) sends nothing. But an
+        ``ask`` made from another agent's tool or listener goes with that agent's
+        turn: when the turn is cancelled or the agent disposed, the prompt is
+        withdrawn while queued (answered ``aborted``), or the turn that took it
+        is aborted, its reason naming the parent; the rest of this agent's queue
+        stays.
 
         Agents may ask each other from their tools, but never in a circle: while
         a tool or listener of agent X waits here, X counts as waiting for this
@@ -387,7 +394,7 @@ class Agent:
         if caller is None:
             await ticket.done.wait()  # the usual asker, not an agent: no helper to await
         else:
-            await wait_as(caller, core, ticket.done)
+            await wait_as(caller, core, ticket.done, partial(abandon_ask, core, caller, ticket))
         result = ticket.take()
         assert isinstance(result, TurnResult)
         return result

@@ -1,19 +1,25 @@
 """The checks and waits behind an agent's waiting verbs (``wait_idle``, ``ask``): a wait
 that would never end is refused, and a wait made by another agent's tool or listener is
-recorded, so that agents never wait on each other in a circle."""
+recorded, so that agents never wait on each other in a circle; the work such a wait
+asked for ends with the waiting agent's turn."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import trio
 
 from retinue._errors import AgentError
-from retinue.loop import AgentCore
-from retinue.loop._core import circle_error, waiting_agent
+from retinue.loop import AgentCore, TurnResult
+from retinue.loop._core import circle_error, settle, waiting_agent
 from retinue.loop._marks import setting_up_agents
+from retinue.loop._signal import abort_step
+from retinue.mailbox import Ticket
+from retinue.session import TurnEndReason
 
 __all__ = [
+    "abandon_ask",
     "caller_that_may_wait",
     "refuse_another_run",
     "refuse_waiting_on_itself",
@@ -89,10 +95,55 @@ async def wait_for_turn(core: AgentCore) -> None:
         raise
 
 
-async def wait_as(caller: AgentCore | None, core: AgentCore, done: trio.Event) -> None:
-    """Wait for *done*; while a *caller* agent waits, it is recorded as waiting on *core*."""
+async def wait_as(
+    caller: AgentCore | None,
+    core: AgentCore,
+    done: trio.Event,
+    abandoned: Callable[[], None] | None = None,
+) -> None:
+    """Wait for *done*; while a *caller* agent waits, it is recorded as waiting on *core*.
+
+    *abandoned* is called if the caller gives the wait up: its task is cancelled, or
+    the sync tool body whose thread waits here is abandoned.
+    """
     if caller is None:
         await done.wait()
         return
-    with caller.waiting_on(core):
-        await done.wait()
+    with caller.waiting_on(core, abandoned):
+        try:
+            await done.wait()
+        except trio.Cancelled:
+            if abandoned is not None:
+                abandoned()
+            raise
+
+
+def abandon_ask(core: AgentCore, parent: AgentCore, ticket: Ticket[object]) -> None:
+    """A tool or listener of *parent* stopped waiting for the ``ask`` of *core* behind *ticket*.
+
+    When *parent*'s turn was cancelled or *parent* was disposed, the work it
+    asked for goes with it (R2.29's parent cause): the prompt is withdrawn
+    while still queued, answered ``aborted``; once a turn has taken it, that
+    turn is aborted, the rest of the queue left to run. Any other give-up (the
+    caller's own deadline) leaves the prompt to its turn, as an ``ask`` from
+    outside any agent does.
+    """
+    if core.disposed or ticket.done.is_set():
+        return
+    if parent.disposed:
+        ended = TurnEndReason.aborted(f"parent agent {parent.id!r} was disposed")
+    elif parent.cancel_marker:
+        ended = TurnEndReason.aborted(
+            f"parent agent {parent.id!r} was cancelled: {parent.cancel_reason}"
+        )
+    else:
+        return
+    item = core.mailbox.withdraw(ticket)
+    if item is not None:
+        settle([item], TurnResult(0, ended))
+    elif core.status == "running" and not core.cancel_marker:
+        # As cancel does, but the queue's other prompts (other callers') stay.
+        core.cancel_marker = True
+        core.cancel_reason = ended.reason
+        if core.step_signal is not None:
+            abort_step(core.step_signal)

@@ -446,12 +446,15 @@ class AgentCore:
             self.firm_waits_on = _without_one(self.firm_waits_on, target)
 
     @contextlib.contextmanager
-    def waiting_on(self, target: AgentCore) -> Iterator[None]:
+    def waiting_on(
+        self, target: AgentCore, abandoned: Callable[[], None] | None = None
+    ) -> Iterator[None]:
         """Record this agent as waiting for *target* inside the ``with``.
 
         From a sync tool body's thread (through ``trio.from_thread``), only while its
         call lasts: a body abandoned at its timeout or a cancel waits on, but its
-        agent no longer does, and must not close circles of agents waiting on each other.
+        agent no longer does, and must not close circles of agents waiting on each other;
+        *abandoned* is called then.
         """
         firm = self.start_waiting_on(target)
         waiting = True
@@ -462,15 +465,20 @@ class AgentCore:
                 waiting = False
                 self.stop_waiting_on(target, firm=firm)
 
+        def body_left() -> None:
+            stop_waiting()
+            if abandoned is not None:
+                abandoned()
+
         mark = tool_thread_mark(self)
         if mark is not None:
-            mark.releases.append(stop_waiting)
+            mark.releases.append(body_left)
         try:
             yield
         finally:
             stop_waiting()
-            if mark is not None and stop_waiting in mark.releases:
-                mark.releases.remove(stop_waiting)
+            if mark is not None and body_left in mark.releases:
+                mark.releases.remove(body_left)
 
     def mark_disposed(self, *, announce: bool = True) -> None:
         """Disposal effects in order (R2.35); never raises.

@@ -108,6 +108,14 @@ class Mailbox:
                 self.wake()
         return items
 
+    def withdraw(self, ticket: Ticket[object]) -> MailboxItem | None:
+        """Remove and return the queued item holding *ticket*; ``None`` if none is queued."""
+        for index, (_, item) in enumerate(self._queued):
+            if item.ticket is ticket:
+                del self._queued[index]
+                return item
+        return None
+
     def drain_steering(self) -> list[MailboxItem]:
         """Return and remove every steering item, in arrival order (R3.4)."""
         items = [item for _, item in self._steering]

@@ -1,0 +1,251 @@
+"""An ask made from an agent's tool ends with that agent's turn (SPEC R2.29, the parent cause).
+
+A tool of agent ``orch`` awaiting ``worker.ask(...)`` is the worker's parent for
+that prompt. Cancelling ``orch``'s turn, or disposing ``orch``, withdraws the
+prompt while it is still queued and aborts the worker's turn once one has taken
+it, naming the parent; the worker's other prompts stay queued and it goes on.
+A tool giving up on its own (its deadline) leaves the worker's turn running, as
+an ask from outside any agent does.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+import retinue
+from retinue import AgentOptions, TurnResult
+from retinue.session import TurnEnd, UserMessage
+from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
+from tests.helpers import of_type, runtime
+
+Peers = dict[str, retinue.Agent]
+
+
+def delegate(peers: Peers, *, patience: float | None = None) -> retinue.Tool:
+    """``orch``'s tool: asks the worker, giving up after *patience* seconds if given."""
+
+    @retinue.tool
+    async def ask_worker() -> str:
+        """Ask the worker."""
+        if patience is None:
+            return (await peers["worker"].ask("orch asks")).text
+        with trio.move_on_after(patience):
+            return (await peers["worker"].ask("orch asks")).text
+        return "gave up"
+
+    return ask_worker
+
+
+def calling_orchestrator() -> list[CallTools | Reply]:
+    return [CallTools([ToolCallSpec("ask_worker", "{}", id="c1")]), Reply("orch done")]
+
+
+def turn_ends(agent: retinue.Agent) -> list[str]:
+    """How each of *agent*'s turns ended: its kind, and an abort's reason."""
+    ends = []
+    for event in of_type(agent.session.events, "turn/end"):
+        assert isinstance(event.data, TurnEnd)
+        reason = event.data.reason
+        ends.append(f"aborted: {reason.reason}" if reason.kind == "aborted" else reason.kind)
+    return ends
+
+
+def prompts(agent: retinue.Agent) -> list[str]:
+    texts = []
+    for event in of_type(agent.session.events, "user/message"):
+        assert isinstance(event.data, UserMessage)
+        texts.append("".join(getattr(block, "text", "") for block in event.data.content))
+    return texts
+
+
+async def start(rt: retinue.Runtime, peers: Peers) -> None:
+    for name in ("orch", "worker"):
+        peers[name] = await rt.create_agent(name, AgentOptions(model=name), session_id=name)
+
+
+async def test_cancelling_the_parent_aborts_the_worker_turn_it_awaits(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.29: ``orch.cancel`` while its tool awaits the worker ends the worker's turn
+    ``aborted``, the reason naming the parent and its own reason; the worker goes on."""
+    peers: Peers = {}
+    model = ScriptedModel(
+        {"orch": calling_orchestrator(), "worker": [Reply("slow", delay=100), Reply("next")]}
+    )
+    async with runtime(model, tools=[delegate(peers)]) as rt:
+        await start(rt, peers)
+        async with trio.open_nursery() as nursery:
+            results: list[TurnResult] = []
+
+            async def ask_orch() -> None:
+                results.append(await peers["orch"].ask("go"))
+
+            nursery.start_soon(ask_orch)
+            await trio.sleep(10)
+            assert peers["worker"].status == "running"
+            peers["orch"].cancel("user stop")
+        assert results[0].reason.kind == "aborted"
+        await peers["worker"].wait_idle()
+        assert turn_ends(peers["worker"]) == [
+            "aborted: parent agent 'orch' was cancelled: user stop"
+        ]
+        assert (await peers["worker"].ask("again")).text == "next"
+        for agent in peers.values():
+            check_session_invariants(agent.session.events)
+
+
+async def test_disposing_the_parent_aborts_the_worker_turn_and_leaves_the_worker(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.29: disposing ``orch`` mid-ask aborts the worker's turn, naming the disposal;
+    the worker is not disposed."""
+    peers: Peers = {}
+    model = ScriptedModel(
+        {"orch": calling_orchestrator(), "worker": [Reply("slow", delay=100), Reply("next")]}
+    )
+    async with runtime(model, tools=[delegate(peers)]) as rt:
+        await start(rt, peers)
+        peers["orch"].send("go")
+        await trio.sleep(10)
+        await peers["orch"].dispose()
+        await peers["worker"].wait_idle()
+        assert turn_ends(peers["worker"]) == ["aborted: parent agent 'orch' was disposed"]
+        assert peers["worker"].status == "idle"
+        assert (await peers["worker"].ask("again")).text == "next"
+        check_session_invariants(peers["worker"].session.events)
+
+
+async def test_a_queued_ask_of_a_cancelled_parent_is_withdrawn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.29: while the worker runs another caller's turn, ``orch``'s prompt waits in its
+    queue; cancelling ``orch`` withdraws it unrun, and the running turn completes."""
+    peers: Peers = {}
+    model = ScriptedModel(
+        {"orch": calling_orchestrator(), "worker": [Reply("busy", delay=100), Reply("later")]}
+    )
+    async with runtime(model, tools=[delegate(peers)]) as rt:
+        await start(rt, peers)
+        peers["worker"].send("first")
+        await trio.sleep(1)
+        peers["orch"].send("go")
+        await trio.sleep(10)
+        peers["orch"].cancel()
+        await peers["worker"].wait_idle()
+        await trio.sleep(300)
+        assert turn_ends(peers["worker"]) == ["completed"]
+        assert prompts(peers["worker"]) == ["first"]
+        check_session_invariants(peers["worker"].session.events)
+
+
+async def test_the_worker_keeps_other_callers_prompts_when_its_parent_turn_is_aborted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.29: the aborted turn was ``orch``'s alone; a prompt another caller queued
+    meanwhile is not discarded (as ``cancel`` would) but runs next."""
+    peers: Peers = {}
+    model = ScriptedModel(
+        {"orch": calling_orchestrator(), "worker": [Reply("slow", delay=100), Reply("yours")]}
+    )
+    async with runtime(model, tools=[delegate(peers)]) as rt:
+        await start(rt, peers)
+        peers["orch"].send("go")
+        await trio.sleep(10)
+        async with trio.open_nursery() as nursery:
+            results: list[TurnResult] = []
+
+            async def ask_worker() -> None:
+                results.append(await peers["worker"].ask("another caller"))
+
+            nursery.start_soon(ask_worker)
+            await trio.sleep(1)
+            peers["orch"].cancel()
+        assert results[0].text == "yours"
+        assert turn_ends(peers["worker"]) == [
+            "aborted: parent agent 'orch' was cancelled: cancelled",
+            "completed",
+        ]
+        assert prompts(peers["worker"]) == ["orch asks", "another caller"]
+
+
+async def test_a_tool_giving_up_on_its_own_leaves_the_worker_turn_running(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A tool's own deadline is no parent cause: the worker's turn runs to its end, as
+    for an ask from outside any agent (README: cancelling the wait does not withdraw)."""
+    peers: Peers = {}
+    model = ScriptedModel({"orch": calling_orchestrator(), "worker": [Reply("slow", delay=100)]})
+    async with runtime(model, tools=[delegate(peers, patience=5)]) as rt:
+        await start(rt, peers)
+        assert (await peers["orch"].ask("go")).text == "orch done"
+        await peers["worker"].wait_idle()
+        assert turn_ends(peers["worker"]) == ["completed"]
+
+
+async def test_the_abort_reaches_a_worker_of_the_worker(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.29: the worker's own tool asks a helper; cancelling ``orch`` aborts the worker's
+    turn, which aborts the helper's, each reason naming its parent's."""
+    peers: Peers = {}
+
+    @retinue.tool
+    async def ask_helper() -> str:
+        """Ask the helper."""
+        return (await peers["helper"].ask("worker asks")).text
+
+    model = ScriptedModel(
+        {
+            "orch": calling_orchestrator(),
+            "worker": [CallTools([ToolCallSpec("ask_helper", "{}", id="w1")])],
+            "helper": [Reply("slow", delay=100)],
+        }
+    )
+    async with runtime(model, tools=[delegate(peers), ask_helper]) as rt:
+        await start(rt, peers)
+        peers["helper"] = await rt.create_agent(
+            "helper", AgentOptions(model="helper"), session_id="helper"
+        )
+        peers["orch"].send("go")
+        await trio.sleep(10)
+        assert peers["helper"].status == "running"
+        peers["orch"].cancel("enough")
+        await peers["helper"].wait_idle()
+        await peers["worker"].wait_idle()
+        worker_reason = "parent agent 'orch' was cancelled: enough"
+        assert turn_ends(peers["worker"]) == [f"aborted: {worker_reason}"]
+        assert turn_ends(peers["helper"]) == [
+            f"aborted: parent agent 'worker' was cancelled: {worker_reason}"
+        ]
+        for agent in peers.values():
+            check_session_invariants(agent.session.events)
+
+
+@pytest.mark.timeout(30)
+async def test_a_sync_tool_abandoned_with_its_parent_turn_aborts_the_worker_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.29: a sync body asks through ``trio.from_thread.run``; cancelling ``orch``
+    abandons the body, and the worker's turn it waits on is aborted as for an async one.
+    The body runs in a real thread: the clock jumps only after a real second idle."""
+    autojump_clock.autojump_threshold = 1.0
+    peers: Peers = {}
+
+    @retinue.tool(name="ask_worker")
+    def ask_in_thread() -> str:
+        """Ask the worker from a worker thread."""
+        return trio.from_thread.run(peers["worker"].ask, "orch asks").text
+
+    model = ScriptedModel(
+        {"orch": calling_orchestrator(), "worker": [Reply("slow", delay=100), Reply("next")]}
+    )
+    async with runtime(model, tools=[ask_in_thread]) as rt:
+        await start(rt, peers)
+        peers["orch"].send("go")
+        await trio.sleep(10)
+        peers["orch"].cancel("stop")
+        await peers["worker"].wait_idle()
+        assert turn_ends(peers["worker"]) == ["aborted: parent agent 'orch' was cancelled: stop"]
+        assert (await peers["worker"].ask("again")).text == "next"
