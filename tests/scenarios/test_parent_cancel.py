@@ -3,9 +3,10 @@
 A tool of agent ``orch`` awaiting ``worker.ask(...)`` is the worker's parent for
 that prompt. Cancelling ``orch``'s turn, or disposing ``orch``, withdraws the
 prompt while it is still queued and aborts the worker's turn once one has taken
-it, naming the parent; the worker's other prompts stay queued and it goes on.
-A tool giving up on its own (its deadline) leaves the worker's turn running, as
-an ask from outside any agent does.
+it alone, naming the parent; the worker's other prompts stay queued and it goes
+on. A turn that took other prompts with it runs on for them. A wait given up on
+its own (a deadline), or made in ``orch``'s flush, leaves the worker's turn
+running, as an ask from outside any agent does.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import trio.testing
 
 import retinue
 from retinue import AgentOptions, TurnResult
-from retinue.session import TurnEnd, UserMessage
+from retinue.session import ToolResultEvent, TurnEnd, UserMessage
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
 from tests.helpers import of_type, runtime
 
@@ -164,7 +165,7 @@ async def test_the_worker_keeps_other_callers_prompts_when_its_parent_turn_is_ab
             peers["orch"].cancel()
         assert results[0].text == "yours"
         assert turn_ends(peers["worker"]) == [
-            "aborted: parent agent 'orch' was cancelled: cancelled",
+            "aborted: parent agent 'orch' was cancelled",
             "completed",
         ]
         assert prompts(peers["worker"]) == ["orch asks", "another caller"]
@@ -249,3 +250,145 @@ async def test_a_sync_tool_abandoned_with_its_parent_turn_aborts_the_worker_turn
         await peers["worker"].wait_idle()
         assert turn_ends(peers["worker"]) == ["aborted: parent agent 'orch' was cancelled: stop"]
         assert (await peers["worker"].ask("again")).text == "next"
+
+
+def asking(name: str, peers: Peers) -> retinue.Tool:
+    """Agent *name*'s tool ``ask_<name>``: asks the worker."""
+
+    @retinue.tool(name=f"ask_{name}")
+    async def ask_worker() -> str:
+        """Ask the worker."""
+        return (await peers["worker"].ask(f"{name} asks")).text
+
+    return ask_worker
+
+
+async def test_a_worker_turn_shared_with_another_callers_prompt_runs_on(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.29: ``a`` and ``b`` ask the busy worker, and their prompts make one turn;
+    cancelling ``a`` leaves that turn to answer ``b``."""
+    peers: Peers = {}
+    model = ScriptedModel(
+        {
+            "a": [CallTools([ToolCallSpec("ask_a", "{}", id="a")]), Reply("done")],
+            "b": [CallTools([ToolCallSpec("ask_b", "{}", id="b")]), Reply("done")],
+            "worker": [Reply("busy", delay=10), Reply("for both", delay=30)],
+        }
+    )
+    async with runtime(model, tools=[asking("a", peers), asking("b", peers)]) as rt:
+        for name in ("a", "b", "worker"):
+            peers[name] = await rt.create_agent(name, AgentOptions(model=name), session_id=name)
+        peers["worker"].send("busy")
+        await trio.sleep(1)
+        peers["a"].send("go")
+        peers["b"].send("go")
+        await trio.sleep(20)
+        assert sorted(prompts(peers["worker"])) == ["a asks", "b asks", "busy"]
+        peers["a"].cancel()
+        await peers["b"].wait_idle()
+        [result] = [event.data for event in of_type(peers["b"].session.events, "tool/result")]
+        assert isinstance(result, ToolResultEvent)
+        assert "".join(getattr(block, "text", "") for block in result.content) == "for both"
+        assert turn_ends(peers["worker"]) == ["completed", "completed"]
+        check_session_invariants(peers["b"].session.events)
+
+
+async def test_a_flush_listener_giving_up_on_its_own_leaves_the_worker_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.29: after ``orch``'s turn was cancelled, its ``session/flush`` listener asks
+    the worker under a deadline of its own; that deadline is no parent cause, and
+    the worker's turn runs to its end."""
+    peers: Peers = {}
+    gave_up: list[bool] = []
+
+    @retinue.tool
+    async def slow() -> str:
+        """Take a while."""
+        await trio.sleep(50)
+        return "ok"
+
+    async def summarize(_agent: object, _session: object) -> None:
+        with trio.move_on_after(5):
+            await peers["worker"].ask("summarize")
+        gave_up.append(True)
+
+    model = ScriptedModel(
+        {
+            "orch": [CallTools([ToolCallSpec("slow", "{}", id="c1")])],
+            "worker": [Reply("sum", delay=100)],
+        }
+    )
+    async with runtime(model, tools=[slow]) as rt:
+        await start(rt, peers)
+        peers["orch"].send("go")
+        await trio.sleep(10)
+        rt.hooks.on("session/flush", summarize, agent=peers["orch"])
+        peers["orch"].cancel("stop")
+        await peers["orch"].wait_idle()
+        await peers["worker"].wait_idle()
+        assert gave_up == [True]
+        assert turn_ends(peers["worker"]) == ["completed"]
+
+
+async def test_steering_of_a_turn_aborted_with_its_parent_goes_with_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.29, R2.25: a steer made into the worker's turn for ``orch`` is dropped when that
+    turn is aborted with ``orch``, as a cancel drops it, not run as a turn of its own."""
+    peers: Peers = {}
+    model = ScriptedModel(
+        {"orch": calling_orchestrator(), "worker": [Reply("slow", delay=30), Reply("next")]}
+    )
+    async with runtime(model, tools=[delegate(peers)]) as rt:
+        await start(rt, peers)
+        peers["orch"].send("go")
+        await trio.sleep(5)
+        peers["worker"].steer("also use metric units")
+        await trio.sleep(1)
+        peers["orch"].cancel("stop")
+        await trio.sleep(100)
+        await peers["worker"].wait_idle()
+        assert prompts(peers["worker"]) == ["orch asks"]
+        assert turn_ends(peers["worker"]) == ["aborted: parent agent 'orch' was cancelled: stop"]
+
+
+async def test_wait_idle_ends_when_the_only_queued_ask_is_withdrawn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.29, R2.32: ``orch``'s ask wakes the idle worker, a ``wait_idle`` starts, and
+    ``orch`` is cancelled, all at one instant, in whatever order trio runs them:
+    when the withdrawal leaves the worker nothing to run, the wait ends."""
+    for _ in range(60):
+        await _ask_wait_and_cancel_at_once()
+
+
+async def _ask_wait_and_cancel_at_once() -> None:
+    peers: Peers = {}
+    moment = trio.current_time() + 5
+
+    @retinue.tool(name="ask_worker")
+    async def ask_at_the_moment() -> str:
+        """Ask the worker at the agreed instant."""
+        await trio.sleep_until(moment)
+        return (await peers["worker"].ask("orch asks")).text
+
+    async def wait_for_worker() -> None:
+        await trio.sleep_until(moment)
+        with trio.fail_after(100):
+            await peers["worker"].wait_idle()
+
+    async def cancel_orch() -> None:
+        await trio.sleep_until(moment)
+        peers["orch"].cancel("stop")
+
+    model = ScriptedModel(
+        {"orch": calling_orchestrator(), "worker": [Reply("slow", delay=30)]}, repeat_last=True
+    )
+    async with runtime(model, tools=[ask_at_the_moment]) as rt:
+        await start(rt, peers)
+        peers["orch"].send("go")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait_for_worker)
+            nursery.start_soon(cancel_orch)

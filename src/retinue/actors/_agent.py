@@ -24,6 +24,7 @@ from retinue.session import Event, Session
 from ._waits import (
     abandon_ask,
     caller_that_may_wait,
+    parent_scope,
     refuse_another_run,
     refuse_waiting_on_itself,
     refuse_waiting_on_own_setup,
@@ -361,11 +362,11 @@ class Agent:
         cut short, the turn's own end for one that had ended.
         Cancelling the wait does not withdraw the prompt; an ``ask`` already
         cancelled when it is called (its deadline past) sends nothing. But an
-        ``ask`` made from another agent's tool or listener goes with that agent's
-        turn: when the turn is cancelled or the agent disposed, the prompt is
-        withdrawn while queued (answered ``aborted``), or the turn that took it
-        is aborted, its reason naming the parent; the rest of this agent's queue
-        stays.
+        ``ask`` made from another agent's tool or listener that the other
+        agent's cancel or disposal interrupts goes with that agent's turn: the
+        prompt is withdrawn while queued (answered ``aborted``), or a turn that
+        took it alone is aborted, its reason naming the parent; the rest of this
+        agent's queue stays.
 
         Agents may ask each other from their tools, but never in a circle: while
         a tool or listener of agent X waits here, X counts as waiting for this
@@ -394,7 +395,12 @@ class Agent:
         if caller is None:
             await ticket.done.wait()  # the usual asker, not an agent: no helper to await
         else:
-            await wait_as(caller, core, ticket.done, partial(abandon_ask, core, caller, ticket))
+            await wait_as(
+                caller,
+                core,
+                ticket.done,
+                partial(abandon_ask, core, caller, ticket, parent_scope(caller)),
+            )
         result = ticket.take()
         assert isinstance(result, TurnResult)
         return result

@@ -12,8 +12,8 @@ import trio
 
 from retinue._errors import AgentError
 from retinue.loop import AgentCore, TurnResult
-from retinue.loop._core import circle_error, settle, waiting_agent
-from retinue.loop._marks import setting_up_agents
+from retinue.loop._core import FLUSHING, circle_error, settle, waiting_agent
+from retinue.loop._marks import setting_up_agents, tearing_down_agent
 from retinue.loop._signal import abort_step
 from retinue.mailbox import Ticket
 from retinue.session import TurnEndReason
@@ -21,6 +21,7 @@ from retinue.session import TurnEndReason
 __all__ = [
     "abandon_ask",
     "caller_that_may_wait",
+    "parent_scope",
     "refuse_another_run",
     "refuse_waiting_on_itself",
     "refuse_waiting_on_own_setup",
@@ -118,32 +119,57 @@ async def wait_as(
             raise
 
 
-def abandon_ask(core: AgentCore, parent: AgentCore, ticket: Ticket[object]) -> None:
-    """A tool or listener of *parent* stopped waiting for the ``ask`` of *core* behind *ticket*.
+def parent_scope(caller: AgentCore) -> trio.CancelScope | None:
+    """The scope of *caller*'s turn that an ``ask`` made now runs under, if any: its
+    cancel (the caller's cancel or disposal) is the cause that ends the work asked for.
 
-    When *parent*'s turn was cancelled or *parent* was disposed, the work it
-    asked for goes with it (R2.29's parent cause): the prompt is withdrawn
-    while still queued, answered ``aborted``; once a turn has taken it, that
-    turn is aborted, the rest of the queue left to run. Any other give-up (the
-    caller's own deadline) leaves the prompt to its turn, as an ``ask`` from
-    outside any agent does.
+    None in the caller's flush or teardown: no cancel of its turn reaches a wait there.
     """
-    if core.disposed or ticket.done.is_set():
+    if FLUSHING.get() is caller or tearing_down_agent() is caller:
+        return None
+    return caller.turn_scope
+
+
+def abandon_ask(
+    core: AgentCore, parent: AgentCore, ticket: Ticket[object], scope: trio.CancelScope | None
+) -> None:
+    """A tool or listener of *parent* gave up waiting for the ``ask`` of *core* behind *ticket*.
+
+    When *parent*'s turn *scope* (see :func:`parent_scope`) was cancelled, by
+    its cancel or disposal, the work it asked for goes with it (R2.29's parent
+    cause): the prompt is withdrawn while still queued, answered ``aborted``;
+    a turn that took it alone is aborted, the rest of the queue left to run. A
+    turn that took other prompts with it runs on for them. Any other give-up
+    (the caller's own deadline) leaves the prompt to its turn, as an ``ask``
+    from outside any agent does.
+    """
+    if core.disposed or ticket.done.is_set() or scope is None or not scope.cancel_called:
         return
-    if parent.disposed:
-        ended = TurnEndReason.aborted(f"parent agent {parent.id!r} was disposed")
-    elif parent.cancel_marker:
-        ended = TurnEndReason.aborted(
-            f"parent agent {parent.id!r} was cancelled: {parent.cancel_reason}"
-        )
-    else:
-        return
+    ended = TurnEndReason.aborted(_parent_cause(parent))
     item = core.mailbox.withdraw(ticket)
     if item is not None:
         settle([item], TurnResult(0, ended))
-    elif core.status == "running" and not core.cancel_marker:
+        if core.status != "running" and not core.mailbox.has_queued:
+            # Woken for the prompt, the driver finds nothing and stays idle: a wait_idle
+            # made meanwhile would wait for a turn that never comes.
+            core.release_idle_waiters()
+        return
+    batch = core.batch
+    if batch is None or len(batch) != 1 or batch[0].ticket is not ticket:
+        return
+    if not core.cancel_marker:
         # As cancel does, but the queue's other prompts (other callers') stay.
         core.cancel_marker = True
         core.cancel_reason = ended.reason
+        core.mailbox.drain_steering()  # addressed to the turn that ends
         if core.step_signal is not None:
             abort_step(core.step_signal)
+
+
+def _parent_cause(parent: AgentCore) -> str:
+    if parent.disposed:
+        return f"parent agent {parent.id!r} was disposed"
+    why = parent.cancel_reason
+    if why is None or why == "cancelled":
+        return f"parent agent {parent.id!r} was cancelled"
+    return f"parent agent {parent.id!r} was cancelled: {why}"

@@ -190,6 +190,8 @@ class AgentCore:
     torn_down: trio.Event = attrs.field(factory=trio.Event)
     disposal_started: bool = False
     idle_waiters: list[trio.Event] = attrs.field(factory=list)
+    batch: list[MailboxItem] | None = None
+    """The prompts the running turn took from the queue."""
     step_signal: StepSignal | None = None
     turn_scope: trio.CancelScope | None = None
     """The open turn's cancel scope, which disposal cancels even between step windows."""

@@ -68,13 +68,15 @@ async def _serve(core: AgentCore) -> None:  # noqa: ASYNC910 - returns only once
         # Readied before the drain: a crash readying it leaves the batch queued for the
         # restarted driver, where drained it would be lost, its asks never answered.
         state = TurnState(core, core.session.next_turn_number())
-        items = mailbox.drain_queued()
+        items = core.batch = mailbox.drain_queued()
         try:
             terminal = await _guarded_turn(core, state, items)
         except BaseException as exc:
+            core.batch = None
             core.services.end_on_interrupt(exc)
             _leave_batch(core, state, items, exc)
             raise
+        core.batch = None
         core.spend_cancel()
         if terminal:
             mailbox.drain_steering()
