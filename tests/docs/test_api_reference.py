@@ -28,6 +28,9 @@ SCRIPT_TIMEOUT = 60
 
 
 def _generator() -> ModuleType:
+    # As when run as a program: its own directory first, for the module beside it.
+    if str(SCRIPT.parent) not in sys.path:
+        sys.path.insert(0, str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("api_reference", SCRIPT)
     assert spec is not None
     assert spec.loader is not None
