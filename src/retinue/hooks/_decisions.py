@@ -213,6 +213,10 @@ class Accept:
 
 
 PromptDecision: TypeAlias = Allow | Block
+"""What an ``agent/prompt-submit`` listener returns: let the prompt in, or block it."""
 ContinuationDecision: TypeAlias = Continue | Stop
+"""What an ``agent/turn-continuation`` listener returns: run another step, or end the turn."""
 PreToolDecision: TypeAlias = Allow | Deny | Ask
+"""What a ``tools/pre-execute`` listener returns: run the call, refuse it, or ask first."""
 PostToolDecision: TypeAlias = Accept | Block
+"""What a ``tools/post-execute`` listener returns: keep the result, or replace it with a refusal."""

@@ -20,6 +20,7 @@ __all__ = [
 ]
 
 Listener = Callable[..., object]
+"""A listener: any callable, sync or async; its arguments and result depend on its seam."""
 SeamName: TypeAlias = Literal[
     "agent/created",
     "agent/disposed",

@@ -67,6 +67,7 @@ def in_run_of(token: trio.lowlevel.TrioToken) -> bool:
 
 
 DEFAULT_MAX_PARALLEL_TOOL_CALLS = 10
+"""How many tool calls of one step run at once unless ``max_parallel_tool_calls`` says."""
 # Set by each driver in its own task, its tools and listeners inheriting it: elsewhere
 # a lookup of the default is the whole cost.
 _driving: ContextVar[AgentCore | None] = ContextVar("retinue_driving", default=None)

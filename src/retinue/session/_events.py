@@ -78,6 +78,7 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 0
+"""The version of the stored format, which every session header records."""
 
 
 def _frozen_data(value: object, event: Any) -> JsonValue:
@@ -142,6 +143,7 @@ EventData: TypeAlias = (
     | RequestHeaderDelta
     | CustomEvent
 )
+"""What an event records: one class per built-in event type, or a plugin's :class:`CustomEvent`."""
 
 RESERVED_TYPES = frozenset(
     {"session", *(kind.type for kind in get_args(EventData) if kind is not CustomEvent)}
@@ -151,6 +153,7 @@ RESERVED_TYPES = frozenset(
 SURFACE_TYPES = frozenset(
     {"user/message", "assistant/message", "tool/result", "context/message", "steering/message"}
 )
+"""The event types that can change the model-visible history (each carries a surface op)."""
 
 
 @final
@@ -163,6 +166,7 @@ class Replace:
 
 
 SurfaceOp: TypeAlias = Literal["append"] | Replace
+"""How an event changes the model-visible history: appended, or replacing earlier messages."""
 
 
 @final

@@ -50,6 +50,8 @@ class EpochHeader:
 
 
 HeaderReason: TypeAlias = Literal["initial", "resume", "fallback"]
+"""Why a full request header was logged: the session's first, the first after a resume,
+or a change a ``request/header-delta`` cannot express (a reordering of the tools, say)."""
 
 
 @final

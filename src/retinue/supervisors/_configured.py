@@ -29,6 +29,7 @@ __all__ = [
 
 log = logging.getLogger("retinue.supervisors")
 CONFIG_START_FAILED: Final = "agent-loop/config-start-failed"
+"""The seam a configured agent that fails to start is reported on."""
 
 
 @final

@@ -1,4 +1,4 @@
-"""Conformance checkers for session logs (SPEC 4.4) and the no-dangling-call guarantee."""
+"""Conformance checkers for session logs and the no-dangling-call guarantee."""
 
 from __future__ import annotations
 
@@ -294,7 +294,7 @@ def _check_event_shape(index: int, event: Event) -> None:
 
 
 def check_session_invariants(events: Iterable[Event]) -> None:
-    """Check every log invariant of SPEC 4.4 plus the no-dangling-call guarantee.
+    """Check every invariant a session log keeps, plus the no-dangling-call guarantee.
 
     Rules: R4.2 (seq == index), R4.6 (surface types, and only they, carry a
     surface op: ``"append"`` or a :class:`Replace`), R4.13 (turn enclosure),

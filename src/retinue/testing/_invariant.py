@@ -11,7 +11,8 @@ __all__ = ["InvariantError", "fail", "log_of"]
 
 
 class InvariantError(AssertionError):
-    """A session log breaks a rule; the message names the seq and the rule id."""
+    """A session log breaks a rule; the message names the event's seq, the rule's id and what
+    is wrong."""
 
 
 def fail(event: Event | None, rule: str, message: str) -> InvariantError:

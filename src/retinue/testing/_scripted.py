@@ -39,8 +39,11 @@ __all__ = [
 ]
 
 StepFunction: TypeAlias = Callable[[ModelRequest], Step]
+"""A script as a function: called with each request, it returns the step to play."""
 SingleScript: TypeAlias = Sequence[Step] | StepFunction
 Script: TypeAlias = SingleScript | Mapping[str, SingleScript]
+"""What a :class:`ScriptedModel` plays: steps in order, a step function, or either per model
+name (the key ``None`` for any other model)."""
 
 
 class ScriptExhaustedError(ModelError):

@@ -485,6 +485,7 @@ Step: TypeAlias = (
     | Hang
     | RawChunks
 )
+"""One scripted model call: what a :class:`ScriptedModel` streams for one request."""
 
 
 def plan_of(step: Step) -> Plan:

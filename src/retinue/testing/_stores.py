@@ -89,26 +89,32 @@ class DelegatingStore:
 
     @passes_on
     def attach(self, session: Session) -> None:
+        """Pass on: start buffering *session*'s appends."""
         self.store.attach(session)
 
     @passes_on
     def attach_new(self, session: Session) -> None:
+        """Pass on: start buffering a session that is not stored yet."""
         self.store.attach_new(session)
 
     @passes_on
     async def flush(self, session: Session) -> None:
+        """Pass on: make every buffered event of *session* durable."""
         await self.store.flush(session)
 
     @passes_on
     async def detach(self, session: Session) -> None:
+        """Pass on: flush, then stop tracking *session*."""
         await self.store.detach(session)
 
     @passes_on
     async def load(self, session_id: str) -> Session:
+        """Pass on: load (and repair) a stored session."""
         return await self.store.load(session_id)
 
     @passes_on
     async def exists(self, session_id: str) -> bool:
+        """Pass on: whether *session_id* is stored."""
         return await self.store.exists(session_id)
 
     async def claim_new(self, session_id: str) -> None:
@@ -128,11 +134,13 @@ class DelegatingStore:
 
     @passes_on
     async def aclose(self) -> None:
+        """Pass on: drain every buffer, then release storage."""
         await self.store.aclose()
 
     # Last: within the class body, a later annotation's ``list`` would name this method.
     @passes_on
     async def list(self) -> list[SessionHeader]:
+        """Pass on: headers of every stored session."""
         return await self.store.list()
 
     def __getattr__(self, name: str) -> Any:
