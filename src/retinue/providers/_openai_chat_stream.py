@@ -427,10 +427,15 @@ class ChatStreamDecoder:
         Raises:
             ProviderConnectionError: the stream ended with neither ``[DONE]`` nor a finish
                 reason, or (``expect_usage``) after the finish reason without usage or ``[DONE]``.
-            ProviderStreamError: ``MALFORMED_RESPONSE``: a tool call was never named.
+            ProviderStreamError: ``MALFORMED_RESPONSE``: a tool call was never named, or
+                the stream ended at ``[DONE]`` without a finish reason.
         """
-        if not self.done and self._finish is None:
-            raise _truncated("before it was complete")
+        if self._finish is None:
+            if not self.done:
+                raise _truncated("before it was complete")
+            # Read as a stop, an answer the token limit cut, or a stream of nothing,
+            # would pass for a whole one.
+            raise malformed("chat completions: the stream ended at [DONE] without a finish reason")
         if not self.done and self.expect_usage and not self.sent_usage:
             raise _truncated("after its finish reason, before the usage this server sends")
         unnamed = self._table.unnamed_call()
