@@ -255,7 +255,10 @@ async def _first(
 ) -> StreamChunk | Literal[_Ended.NO_CHUNK]:
     """The first chunk of *chunks*, or ``_NO_CHUNK``; the response's headers, reported while
     it is awaited, and a usage it carries go to *ticket*."""
-    with listening(None if ticket is None else ticket.observe_headers):
+    # A caller's cancel before the request was written whole gives its charge back, as
+    # an unsent request's failure does.
+    observe, refund = (None, None) if ticket is None else (ticket.observe_headers, ticket.refund)
+    with listening(observe, on_unsent=refund):
         try:
             first = await chunks.__anext__()
         except StopAsyncIteration:
@@ -283,7 +286,8 @@ class _Admitted:
 
     So are a failed response's rate-limit headers, as a successful one's are.
     An attempt that never reached the provider (its connection refused, its
-    adapter closed) gives its charge back: it spent none of the provider's budget.
+    adapter closed, cancelled before it was written whole) gives its charge back:
+    it spent none of the provider's budget.
     The ticket bounds every pause by *max_pause*: the lane pauses for no wait
     longer than the retry policy waits for, which fails its request at once.
     """

@@ -11,6 +11,7 @@ import trio
 
 from ._bodies import keep_error_body_decodable
 from ._failures import ProviderConnectionError, ProviderError, status_error, unsent
+from ._feedback import report_unsent
 
 __all__ = ["close_response", "current_answer", "note_answer", "send_within"]
 
@@ -43,6 +44,13 @@ class _Answer:
         """When the request waited for a free connection: how many there are in all."""
 
     @property
+    def unsent(self) -> bool:
+        """Whether the request is known not to have reached the server: it was not written
+        whole, and no response (a redirect's) came. Until then the server has no whole
+        request to act on."""
+        return self.stage in ("waiting", "connecting", "sending") and self.response is None
+
+    @property
     def failed(self) -> bool:
         """Whether the response has a status the SDKs raise an error for (any but 2xx)."""
         response = self.response
@@ -63,7 +71,7 @@ class _Answer:
         if self.stage in ("waiting", "connecting", "sending"):
             error = self._not_sent(provider, seconds, server)
             # A redirect's first request reached a server, which may have counted it.
-            return unsent(error) if self.response is None else error
+            return unsent(error) if self.unsent else error
         late = "sent no response headers"
         redirect = self.response
         # A redirect is read whole before the client follows it.
@@ -151,6 +159,12 @@ async def send_within(
                 error = answer.error(provider, f"its body could not be read: {exc!r}")
                 await answer.close()
                 raise error from exc
+    except BaseException as exc:
+        # A caller's cancel (an agent's abort, an outer deadline) before the request
+        # was written whole: admission gives its charge back.
+        if answer.unsent and not isinstance(exc, ProviderError):
+            report_unsent()
+        raise
     finally:
         current_answer.reset(token)
     if answer.failed:
