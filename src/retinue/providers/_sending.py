@@ -159,10 +159,16 @@ async def send_within(
                 error = answer.error(provider, f"its body could not be read: {exc!r}")
                 await answer.close()
                 raise error from exc
-    except BaseException as exc:
+    except ProviderError as exc:
+        # A connection the server closed before it took the whole request (httpcore
+        # reads for an answer after a failed write): nothing it could act on.
+        if answer.unsent:
+            unsent(exc)
+        raise
+    except BaseException:
         # A caller's cancel (an agent's abort, an outer deadline) before the request
         # was written whole: admission gives its charge back.
-        if answer.unsent and not isinstance(exc, ProviderError):
+        if answer.unsent:
             report_unsent()
         raise
     finally:
