@@ -122,8 +122,9 @@ def connection_failed(
     return failed, exc
 
 
-_NOTHING_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, PoolsClosedError)
-"""The transport failures of a request that never left: no connection, or pools closed."""
+_NOTHING_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.ProxyError, PoolsClosedError)
+"""The transport failures of a request that never left: no connection (a proxy that
+refused to open one too), or pools closed."""
 
 
 class StreamDecoder(Protocol):

@@ -272,17 +272,20 @@ class _SendWatch:
     Until then the server has no whole request to act on, whatever the pool did (wait
     for a connection, open one, shake hands, write part of it), so a deadline there
     ends an unsent request.
+    Through a proxy, httpcore sends a ``CONNECT`` with the request's hook first: that
+    exchange opens the connection, and reaches no provider.
     A TLS handshake that a deadline cancels leaves its socket open (httpcore closes it
     on an error only), to be closed by the garbage collector with a
     ``ResourceWarning``: the hook closes it.
     """
 
-    __slots__ = ("_answer", "_earlier", "_socket")
+    __slots__ = ("_answer", "_earlier", "_socket", "_tunnelling")
 
     def __init__(self, answer: _Answer, earlier: Callable[..., Awaitable[None]] | None) -> None:
         self._answer = answer
         self._earlier = earlier
         self._socket: _Closable | None = None
+        self._tunnelling = False
 
     @classmethod
     def install(cls, request: httpx2.Request, answer: _Answer) -> None:
@@ -296,9 +299,12 @@ class _SendWatch:
         self, event: str, info: dict[str, object]
     ) -> None:
         if event.endswith(".send_request_headers.started"):
-            self._answer.stage = "sending"
+            self._tunnelling = _is_connect(info.get("request"))
+            if not self._tunnelling:
+                self._answer.stage = "sending"
         elif event.endswith(".send_request_body.complete"):
-            self._answer.stage = "sent"
+            if not self._tunnelling:
+                self._answer.stage = "sent"
         elif event == "connection.connect_tcp.complete":
             stream = info.get("return_value")
             self._socket = stream if isinstance(stream, _Closable) else None
@@ -311,6 +317,11 @@ class _SendWatch:
                 await self._socket.aclose()
         if self._earlier is not None:
             await self._earlier(event, info)
+
+
+def _is_connect(request: object) -> bool:
+    """Whether httpcore's *request* is a proxy's ``CONNECT``, which the adapters never send."""
+    return getattr(request, "method", None) == b"CONNECT"
 
 
 @runtime_checkable
