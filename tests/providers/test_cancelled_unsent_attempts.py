@@ -24,7 +24,7 @@ APIS = ["chat", "messages"]
 async def test_a_cancel_in_the_tls_handshake_gives_the_charge_back(api: str) -> None:
     """R12.9: cancelled while its connection's TLS handshake was not done, the request
     counts nothing, where it kept its charge for the window."""
-    with trio.fail_after(10):
+    with trio.fail_after(30):
         async with (
             silent_listener() as address,
             adapter(api, f"https://{address}", timeout=5.0) as model,
@@ -37,7 +37,7 @@ async def test_a_cancel_in_the_tls_handshake_gives_the_charge_back(api: str) -> 
 async def test_a_cancel_while_the_body_is_not_taken_gives_the_charge_back(api: str) -> None:
     """R12.9: cancelled while a server that reads nothing holds its body half written,
     the request counts nothing."""
-    with trio.fail_after(10):
+    with trio.fail_after(30):
         async with (
             raw_server(never_read) as (base_url, seen),
             adapter(api, base_url, timeout=5.0) as model,
@@ -51,7 +51,7 @@ async def test_a_cancel_while_waiting_for_a_connection_gives_the_charge_back(api
     """R12.9: with its one connection held by a request the server read and never
     answered, a second request cancelled while it waits for that connection counts
     nothing; the first, read whole, keeps its charge."""
-    with trio.fail_after(10):
+    with trio.fail_after(30):
         async with raw_server(read_then_hang) as (base_url, seen):
             model = adapter(api, base_url, timeout=5.0, max_connections=1, pool_size=1)
             async with model, trio.open_nursery() as nursery:
@@ -70,7 +70,7 @@ async def test_a_cancel_while_waiting_for_a_connection_gives_the_charge_back(api
 async def test_a_cancel_after_the_request_was_read_keeps_the_charge(api: str) -> None:
     """A request the server read whole may have been counted: cancelled while it waits
     for the response's headers, it keeps its charge."""
-    with trio.fail_after(10):
+    with trio.fail_after(30):
         async with (
             raw_server(read_then_hang) as (base_url, seen),
             adapter(api, base_url, timeout=5.0) as model,

@@ -235,12 +235,15 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
         if answer is not None:
             answer.stage = "waiting"
             answer.waited_for = self.max_connections
+        started = trio.current_time()
         with trio.CancelScope() as wait:
             self._waits.add(wait)
             try:
                 await self._slots.acquire()
             finally:
                 self._waits.discard(wait)
+                if answer is not None:
+                    answer.waited += trio.current_time() - started
         if wait.cancelled_caught:
             raise _closed_error()
 

@@ -35,13 +35,15 @@ whole. A transport of the caller's own says nothing: ``unknown``, taken as sent.
 class _Answer:
     """The response headers of the request being sent, once they arrived, and how far it got."""
 
-    __slots__ = ("response", "stage", "waited_for")
+    __slots__ = ("response", "stage", "waited", "waited_for")
 
     def __init__(self) -> None:
         self.response: httpx2.Response | None = None
         self.stage: Stage = "unknown"
         self.waited_for: int | None = None
         """When the request waited for a free connection: how many there are in all."""
+        self.waited = 0.0
+        """Seconds the request spent waiting for free connections."""
 
     @property
     def unsent(self) -> bool:
@@ -83,9 +85,10 @@ class _Answer:
 
     def _not_sent(self, provider: str, seconds: float, server: str) -> ProviderConnectionError:
         """The error for a request not written whole within *seconds*: no server can act on it."""
-        if self.waited_for is not None:
+        if self.waited_for is not None and (self.stage == "waiting" or self.waited * 2 >= seconds):
             # Given a connection only as its time ran out (one freed by another request
-            # giving up), it spent that time waiting, not on the server.
+            # giving up), it spent that time waiting, not on the server. One given it
+            # with most of its time left spent that on the server.
             late = "" if self.stage == "waiting" else " until too late to send the request whole"
             return ProviderConnectionError(
                 f"{provider} had no free connection within {seconds} s: all"
