@@ -21,6 +21,7 @@ from httpx2._utils import get_environment_proxies
 from retinue._checks import finite_number_error, positive_int_error
 
 from ._sending import _Answer, current_answer, note_answer
+from ._tunnels import mend_tunnels
 
 __all__ = [
     "MAX_CONNECTIONS",
@@ -146,6 +147,8 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
             )
             for size in self._free
         ]
+        for pool in self._pools:
+            mend_tunnels(pool)
         self._slots = trio.Semaphore(total)
         self._turn = 0
         self._closed = False
