@@ -80,7 +80,18 @@ class _Answer:
         if redirect is not None and not _read_whole(redirect):
             late = f"sent a {redirect.status_code} redirect whose body did not arrive"
         return ProviderConnectionError(
-            f"{server} {late} within {seconds} s", code="TIMEOUT", retryable=True
+            f"{server} {late} {self._server_time(seconds)}", code="TIMEOUT", retryable=True
+        )
+
+    def _server_time(self, seconds: float) -> str:
+        """How long of *seconds* the server had: a wait for a free connection was not its."""
+        waited = round(self.waited, 2)
+        if waited <= 0.0:
+            return f"within {seconds} s"
+        had = round(max(0.0, seconds - self.waited), 2)
+        return (
+            f"within {had} s (the request spent {waited} s of its {seconds} s timeout"
+            " waiting for a free connection)"
         )
 
     def _not_sent(self, provider: str, seconds: float, server: str) -> ProviderConnectionError:
@@ -98,7 +109,7 @@ class _Answer:
             )
         what = "a connection" if self.stage == "connecting" else "the whole request"
         return ProviderConnectionError(
-            f"{server} did not take {what} within {seconds} s: the request was not sent",
+            f"{server} did not take {what} {self._server_time(seconds)}: the request was not sent",
             code="TIMEOUT",
             retryable=True,
         )
