@@ -14,6 +14,7 @@ from ._blocks import loads_event, malformed
 from ._failures import ProviderConnectionError, ProviderError, ProviderStreamError, unsent
 from ._pairs import PairedDeltas
 from ._pools import PoolsClosedError
+from ._sending import server_named
 from ._sse import SseDecoder, SseEvent
 
 __all__ = [
@@ -62,24 +63,6 @@ def shown_url(url: str | httpx2.URL) -> str:
     except (httpx2.InvalidURL, TypeError):
         return "<a URL that cannot be parsed>"
     return str(parsed.copy_with(query=None, fragment=None, userinfo=b""))
-
-
-def server_named(provider: str, url: str | httpx2.URL) -> str:
-    """*provider* and the server at *url*: its host, and its port when the URL gives one.
-
-    So the timeouts of two adapters of one provider name (two OpenAI-compatible
-    servers) can be told apart, as their connection failures are by their URLs.
-    """
-    try:
-        parsed = httpx2.URL(url)
-    except (httpx2.InvalidURL, TypeError):
-        return provider
-    host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
-    if not host:
-        return provider
-    return (
-        f"{provider} ({host}:{parsed.port})" if parsed.port is not None else f"{provider} ({host})"
-    )
 
 
 def _server_of(response: httpx2.Response, provider: str) -> str:

@@ -13,7 +13,7 @@ from ._bodies import keep_error_body_decodable
 from ._failures import ProviderConnectionError, ProviderError, status_error, unsent
 from ._feedback import report_unsent
 
-__all__ = ["close_response", "current_answer", "note_answer", "send_within"]
+__all__ = ["close_response", "current_answer", "note_answer", "send_within", "server_named"]
 
 
 async def close_response(response: httpx2.Response) -> None:
@@ -23,6 +23,24 @@ async def close_response(response: httpx2.Response) -> None:
     """
     with trio.CancelScope(shield=True, deadline=trio.current_time() + 1.0):
         await response.aclose()
+
+
+def server_named(provider: str, url: str | httpx2.URL) -> str:
+    """*provider* and the server at *url*: its host, and its port when the URL gives one.
+
+    So the timeouts of two adapters of one provider name (two OpenAI-compatible
+    servers) can be told apart, as their connection failures are by their URLs.
+    """
+    try:
+        parsed = httpx2.URL(url)
+    except (httpx2.InvalidURL, TypeError):
+        return provider
+    host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
+    if not host:
+        return provider
+    return (
+        f"{provider} ({host}:{parsed.port})" if parsed.port is not None else f"{provider} ({host})"
+    )
 
 
 Stage = Literal["unknown", "waiting", "connecting", "sending", "sent"]
@@ -79,6 +97,8 @@ class _Answer:
         # A redirect is read whole before the client follows it.
         if redirect is not None and not _read_whole(redirect):
             late = f"sent a {redirect.status_code} redirect whose body did not arrive"
+        elif redirect is not None:
+            server = _redirected_to(redirect, provider, server)
         return ProviderConnectionError(
             f"{server} {late} {self._server_time(seconds)}", code="TIMEOUT", retryable=True
         )
@@ -95,7 +115,10 @@ class _Answer:
         )
 
     def _not_sent(self, provider: str, seconds: float, server: str) -> ProviderConnectionError:
-        """The error for a request not written whole within *seconds*: no server can act on it."""
+        """The error for a request not written whole within *seconds*: no server can act on it.
+
+        After a redirect it is the request to the server redirected to.
+        """
         if self.waited_for is not None and (self.stage == "waiting" or self.waited * 2 >= seconds):
             # Given a connection only as its time ran out (one freed by another request
             # giving up), it spent that time waiting, not on the server. One given it
@@ -108,8 +131,12 @@ class _Answer:
                 retryable=True,
             )
         what = "a connection" if self.stage == "connecting" else "the whole request"
+        request = "the request"
+        if self.response is not None:
+            server = _redirected_to(self.response, provider, server)
+            request = "the request it was redirected to"
         return ProviderConnectionError(
-            f"{server} did not take {what} {self._server_time(seconds)}: the request was not sent",
+            f"{server} did not take {what} {self._server_time(seconds)}: {request} was not sent",
             code="TIMEOUT",
             retryable=True,
         )
@@ -124,6 +151,16 @@ class _Answer:
         return status_error(
             response.status_code, None, response.headers, provider=provider, detail=detail
         )
+
+
+def _redirected_to(redirect: httpx2.Response, provider: str, server: str) -> str:
+    """The server *redirect* sent the request on to, named as :func:`server_named` does;
+    *server* when its location cannot be read."""
+    try:
+        target = redirect.url.join(redirect.headers["location"])
+    except (KeyError, RuntimeError, httpx2.InvalidURL):
+        return server
+    return server_named(provider, target)
 
 
 def _read_whole(response: httpx2.Response) -> bool:
