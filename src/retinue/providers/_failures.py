@@ -92,9 +92,12 @@ class ProviderError(ModelError):
 
     ``code`` is the provider's error code (or type) when it gave one, else a
     retinue code such as ``HTTP_500`` or ``CONNECTION_ERROR``. ``retryable``
-    says whether the default retry policy retries it; unless given, it follows
-    from the ``status`` (the statuses retried by default, ``x-should-retry``, a
-    spent quota), or without one from the class (see :meth:`_retried_without_status`).
+    says whether the default retry policy retries this kind of failure; unless
+    given, it follows from the ``status`` (the statuses retried by default,
+    ``x-should-retry``, a spent quota), or without one from the class (see
+    :meth:`_retried_without_status`). It does not weigh the wait: a failure whose
+    ``retry_after`` is longer than a policy's ``max_retry_after`` may read ``True``
+    and still not be retried (see :meth:`RetryPolicy.is_retryable`).
     ``retry_after`` is the wait in seconds the provider asked for, if any;
     ``headers`` the response's headers.
 
