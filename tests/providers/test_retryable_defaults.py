@@ -30,6 +30,10 @@ RETRIED = [
     ProviderConnectionError("reset"),
     ProviderStatusError("bad gateway", status=502),
     ProviderStreamError("busy", code="overloaded_error"),
+    ProviderStreamError("busy", code="503"),
+    ProviderStreamError("failing", code="500"),
+    ProviderStreamError("slow down", code="429"),
+    ProviderStreamError("garbled", code="MALFORMED_RESPONSE"),
 ]
 FINAL = [
     ProviderError("failed"),
@@ -39,6 +43,8 @@ FINAL = [
     RateLimitError("spent", status=429, code="QUOTA_EXHAUSTED"),
     OverloadedError("busy", status=529, headers={"x-should-retry": "false"}),
     ProviderStreamError("garbled"),
+    ProviderStreamError("bad request", code="400"),
+    ProviderStreamError("not implemented", code="501"),
 ]
 
 
@@ -63,7 +69,9 @@ async def test_retryable_says_what_the_retry_policy_does(
 ) -> None:
     """``retryable`` unless given is whether the default policy retries the error, and
     the policy does what it says: a ``RateLimitError("x")`` read ``False`` and was not
-    retried, and ``RateLimitError("x", status=429)`` read ``False`` and was."""
+    retried, and ``RateLimitError("x", status=429)`` read ``False`` and was; a
+    ``ProviderStreamError`` coded ``"503"`` or ``MALFORMED_RESPONSE`` read ``False``
+    and was not retried, though both are retried from an adapter's stream."""
     with trio.fail_after(10):
         retried = await _retried(error)
     assert error.retryable is (error in RETRIED)

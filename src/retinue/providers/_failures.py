@@ -62,6 +62,8 @@ QUOTA_EXHAUSTED = "QUOTA_EXHAUSTED"
 Only a billing change mends it: it is not retried and is not a rate limit,
 though OpenAI sends it as a 429.
 """
+# The code of an answer that could not be read (not what the API sends): retried.
+_MALFORMED_RESPONSE = "MALFORMED_RESPONSE"
 _QUOTA_NAME = "insufficient_quota"
 _MODEL_NOT_FOUND = "model_not_found"
 # Anthropic's timeout_error (its 504) comes without a status inside a stream: retried,
@@ -209,8 +211,12 @@ class ProviderStreamError(ProviderError):
     """The stream reported an error event, or carried data that cannot be parsed."""
 
     def _retried_without_status(self) -> bool:
-        # As an error event's code is judged: a busy or failing server is tried again.
-        return self.code in RETRYABLE_STREAM_CODES
+        # As an error event's code is judged: a busy or failing server is tried again, a
+        # status number as that status is, and an answer that could not be read.
+        status = numeric_status(self.code)
+        if status is not None:
+            return status in RETRYABLE_STATUSES
+        return self.code in RETRYABLE_STREAM_CODES or self.code == _MALFORMED_RESPONSE
 
 
 _STATUS_CLASSES: dict[int, type[ProviderStatusError]] = {
