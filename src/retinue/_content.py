@@ -264,6 +264,7 @@ class OpaqueBlock:
 ContentBlock: TypeAlias = (
     Text | Reasoning | RedactedReasoning | ToolCall | ToolResultBlock | OpaqueBlock
 )
+"""One block of a message's content."""
 _BLOCK_TYPES = (Text, Reasoning, RedactedReasoning, ToolCall, ToolResultBlock, OpaqueBlock)
 _BLOCK_TYPE_SET = frozenset(_BLOCK_TYPES)
 

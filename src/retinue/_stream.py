@@ -155,6 +155,7 @@ class OtherFinish:
 
 
 FinishReason: TypeAlias = Stop | ToolCalls | MaxTokens | Aborted | Errored | OtherFinish
+"""How a model's answer ended, as its stream's :class:`Finish` says."""
 STOP = Stop()
 TOOL_CALLS = ToolCalls()
 MAX_TOKENS = MaxTokens()
@@ -300,3 +301,4 @@ class Finish:
 StreamChunk: TypeAlias = (
     BlockStart | TextDelta | ReasoningDelta | ToolCallDelta | BlockEnd | UsageChunk | Finish
 )
+"""One item of a model's stream, in order: what a :class:`Model` yields."""

@@ -26,6 +26,8 @@ __all__ = [
 
 if TYPE_CHECKING:
     JsonValue: TypeAlias = "bool | int | float | str | tuple[JsonValue, ...] | list[JsonValue] | Mapping[str, JsonValue] | None"
+    """A JSON value as retinue holds it: a bool, int, float, str, None, or a list, tuple
+    or mapping of them (frozen where it is kept)."""
 else:
 
     class JsonValue:
