@@ -38,6 +38,7 @@ from ._jsonlfiles import (
     open_temporary,
     remove_held,
     remove_leftovers,
+    unpadded,
     write_all,
 )
 from ._jsonlreads import SessionFileReads, record_of
@@ -177,6 +178,7 @@ class JSONLBackend(SessionFileReads):
         )
         if refusal is not None:
             return refusal
+        handle.cut_padding()
         group.rollbacks.append((handle, handle.size, handle.count, handle.open_line))
         data = handle.line_start() + data
         write_all(handle.fd, data)
@@ -356,9 +358,10 @@ class JSONLBackend(SessionFileReads):
         if not handle.measured:
             with opening(session_id):
                 handle.measure()
-                if handle.torn and record_of(_unterminated_line(handle), handle.count):
+                line = _unterminated_line(handle)
+                if handle.torn and record_of(line, handle.count):
                     # Lacking only its newline, as a load finds it: a record to append after.
-                    handle.keep_fragment()
+                    handle.keep_fragment(len(line) - len(unpadded(line)))
         return handle
 
     def _claimed(self, session_id: str) -> SessionFile:
@@ -468,7 +471,7 @@ def _after_torn_line(session_id: str, handle: SessionFile) -> StoreError:
     """
     where = f"session {session_id!r}: {handle.path}, line {handle.count + 2}"
     try:
-        whole = written_whole(_unterminated_line(handle))
+        whole = written_whole(unpadded(_unterminated_line(handle)))
     except OSError:
         whole = False  # the refusal stands; only its words are the crash's
     if whole:

@@ -39,6 +39,7 @@ __all__ = [
     "remove_held",
     "remove_leftovers",
     "unmark_creation",
+    "unpadded",
     "write_all",
 ]
 
@@ -54,6 +55,11 @@ of an id reads, as long as the buckets whatever the number of ids being created.
 ATTEMPTS = 8
 """Retries of a name another writer removed or took in between (a race, not a polling loop)."""
 _CHUNK = 1 << 20
+_PADDING = bytes(range(0x21))
+"""Bytes that may follow a last record in place of its newline and are no part of one: the
+ASCII control characters and space. A power loss on ext4 or xfs can leave NULs where a
+write's bytes never reached the disk, a flipped bit turns the newline into ``\\v``; no record
+starts with one, and a record holds none outside its strings."""
 
 
 @attrs.define(eq=False)
@@ -72,6 +78,9 @@ class SessionFile:
     crash that cut only the newline): counted, and ended by the next append first."""
     uncut: OSError | None = None
     """Why a failed write's bytes could not be cut off past ``size``: until they are, no append."""
+    padding: int = 0
+    """How many bytes follow an open last line (NUL padding, say): cut off before the next
+    append ends the line, so the newline follows the record itself."""
     measured: bool = True
     """Whether the fields above were taken from the file: a claim reads nothing, the load's
     read that follows it measures the file (so a load reads it once), else the first write."""
@@ -93,6 +102,7 @@ class SessionFile:
         # header is no record (a load parses it whole before anything is appended).
         self.size, self.count = size, max(newlines - 1, 0)
         self.torn, self.open_line = torn and newlines > 0, torn and newlines == 0
+        self.padding = 0
         self.measured = True
 
     def cut_back(self) -> bool:
@@ -113,11 +123,19 @@ class SessionFile:
         """What an append writes before its events: the newline an open last line lacks."""
         return b"\n" if self.open_line else b""
 
-    def keep_fragment(self) -> None:
-        """Count the unterminated last line as a record: a read found it written whole."""
+    def keep_fragment(self, padding: int) -> None:
+        """Count the unterminated last line as a record: a read found it written whole, then
+        *padding* bytes (see :func:`unpadded`)."""
         if self.torn:
             self.count += 1
-            self.torn, self.open_line = False, True
+            self.torn, self.open_line, self.padding = False, True, padding
+
+    def cut_padding(self) -> None:
+        """Cut off the bytes after an open last line, the next append's newline to end it."""
+        if self.padding:
+            os.ftruncate(self.fd, self.size - self.padding)
+            self.size -= self.padding
+            self.padding = 0
 
     def check_next(self, session_id: str, first_seq: int) -> StoreError | None:
         """Refuse an append that does not continue the stored log, as the other stores do."""
@@ -130,7 +148,7 @@ class SessionFile:
         """Cut the file after the header and *events* events (a repair drops a torn tail)."""
         dropped = max(self.count - events, 0)
         if self.open_line and not dropped:
-            keep = self.size
+            keep = self.size - self.padding
         else:
             # An open last line is no line to after_last_lines: it goes with the lines before it.
             keep = after_last_lines(self.fd, self.size, dropped - self.open_line)
@@ -138,7 +156,7 @@ class SessionFile:
         os.ftruncate(self.fd, keep)
         self.size = keep
         self.count -= dropped
-        self.torn = False
+        self.torn, self.padding = False, 0
 
 
 def open_temporary(path: Path) -> tuple[Path, int]:
@@ -326,6 +344,11 @@ def fsync_directory(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def unpadded(line: bytes) -> bytes:
+    """*line* without the padding after its last record's closing brace, if any."""
+    return line.rstrip(_PADDING)
 
 
 def read_whole(fd: int) -> bytes:

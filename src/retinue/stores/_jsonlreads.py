@@ -14,7 +14,7 @@ from retinue.session._codec import LongIntError, loads_line
 from ._backend import Listing, SkippedSession, StoredLog
 from ._common import parse_header, written_whole
 from ._ids import file_stem
-from ._jsonlfiles import SessionFile, read_whole
+from ._jsonlfiles import SessionFile, read_whole, unpadded
 from ._jsonlsteps import LeftFile, listed, opening
 
 __all__ = ["SessionFileReads", "record_of"]
@@ -109,22 +109,23 @@ class SessionFileReads:
         torn = torn and len(parts) > 1
         header = _header_at(path, parts[0], session_id)
         records = parts[1:-1]
-        # A last line lacking only its newline (a hand edit, or a crash cut just that) is a
-        # record to every reader, refused as any other if out of seq order; the writer ends
-        # it before its next append, if it is the next event's.
-        if len(parts) > 1 and parts[-1] and written_whole(parts[-1]):
-            self._keep_fragment(session_id, parts[-1])
-            records, torn = parts[1:], False
+        # A last line lacking only its newline (a hand edit, or a crash cut just that, or left
+        # padding in its place) is a record to every reader, refused as any other if out of
+        # seq order; the writer ends it before its next append, if it is the next event's.
+        last = unpadded(parts[-1])
+        if len(parts) > 1 and last and written_whole(last):
+            self._keep_fragment(session_id, last, len(parts[-1]) - len(last))
+            records, torn = [*parts[1:-1], last], False
         locate = functools.partial(_event_line, path)
         return StoredLog(header, records, torn_fragment=torn, locate=locate)
 
-    def _keep_fragment(self, session_id: str, line: bytes) -> None:
-        """Count a last *line* written whole as a record of the file held here, if it is
-        the next event's: the loader refuses any other, out of seq order."""
+    def _keep_fragment(self, session_id: str, line: bytes, padding: int) -> None:
+        """Count a last *line* written whole, then *padding* bytes, as a record of the file
+        held here, if it is the next event's: the loader refuses any other, out of seq order."""
         with self._lock:
             held = self._open.get(session_id)
             if held is not None and held.measured and record_of(line, held.count):
-                held.keep_fragment()
+                held.keep_fragment(padding)
 
     def _torn_fragment(
         self, session_id: str, handle: SessionFile | None, content: bytes, parts: list[bytes]
@@ -202,13 +203,14 @@ class SessionFileReads:
 
 
 def record_of(line: bytes, seq: int) -> bool:
-    """Whether *line*, unterminated, is event *seq*'s record written whole.
+    """Whether *line*, unterminated, is event *seq*'s record written whole (padding after it
+    left out).
 
     Only after such a line may an append follow: a load reads any whole line as
     a record and refuses one out of seq order, with every append after it.
     """
     try:
-        record = loads_line(line)
+        record = loads_line(unpadded(line))
     except (LongIntError, ValueError, RecursionError):
         return False
     return isinstance(record, dict) and type(record.get("seq")) is int and record["seq"] == seq
