@@ -163,7 +163,7 @@ class _ListingWaitsForClose:
         return getattr(self._conn, name)
 
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
-        if "next_seq > 0" in sql:
+        if sql.startswith("SELECT CAST(id AS BLOB)"):
             self._listing.set()
             self._closed.wait()
         return self._conn.execute(sql, *args)

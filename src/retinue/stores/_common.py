@@ -25,6 +25,7 @@ __all__ = [
     "already_exists",
     "cannot_open",
     "check_cancelled",
+    "check_next_seq",
     "check_version",
     "claim_new_id",
     "held_elsewhere",
@@ -156,9 +157,34 @@ def listing_of(
     return Listing(tuple(headers), tuple(skipped))
 
 
-def parse_headers(rows: Iterable[tuple[str, str | bytes]]) -> Listing:
-    """Parse ``(id, header)`` rows; each corrupt one is skipped with its problem, so listing goes on."""
-    return listing_of(rows, listed_header)
+def parse_headers(rows: Iterable[tuple[str, str | bytes, object]], column: str) -> Listing:
+    """Parse ``(id, header, next_seq)`` rows, *column* naming ``next_seq``; each corrupt one
+    is skipped with its problem, so listing goes on."""
+
+    def header_of(row: tuple[str | bytes, object], key: str) -> SessionHeader:
+        header, next_seq = row
+        check_next_seq(stored_int(next_seq, key, column), key, column)
+        return listed_header(header, key)
+
+    return listing_of(((key, (header, stored)) for key, header, stored in rows), header_of)
+
+
+def check_next_seq(next_seq: int, session_id: str, column: str) -> None:
+    """Refuse a stored *next_seq* (read from *column*) below 1.
+
+    A session is stored with its first events, header and all in one commit,
+    so no commit leaves a row saying it holds none: such a row is damaged, and
+    whatever segments it has are not where it says.
+
+    Raises:
+        CorruptSessionError: naming the session, the column and the value.
+    """
+    if next_seq < 1:
+        raise CorruptSessionError(
+            f"session {session_id!r}: {column} holds {next_seq}, yet a session is stored "
+            "with its first event: the row is damaged",
+            code="CORRUPT_SESSION",
+        )
 
 
 def listed_header(

@@ -11,7 +11,7 @@ from retinue._errors import StoreError
 
 from . import _pgreaders
 from ._backend import AppendBatch, Listing, StoredLog
-from ._common import parse_header, parse_headers, segment_records
+from ._common import check_next_seq, parse_header, parse_headers, segment_records
 from ._pgclaims import SessionClaims
 from ._pgreaders import ReaderPool
 from ._pgrefusals import claim_refusal, lock_table_full, out_of_locks, row_locked, unknown_outcomes
@@ -389,13 +389,15 @@ class PostgresBackend:
         if rows is None:
             return None
         (header, next_seq), segments = rows
+        check_next_seq(next_seq, session_id, "retinue_sessions.next_seq")
         records = segment_records(session_id, segments, next_seq, "\n")
         return StoredLog(parse_header(header, session_id), records)
 
     def listing(self) -> Listing:
-        """Every header of a session with events (corrupt ones are skipped, each with why)."""
-        sql = self._sql("SELECT id, header FROM {schema}.retinue_sessions WHERE next_seq > 0")
-        return parse_headers(self._pool.run(lambda conn: conn.execute(sql).fetchall()))
+        """Every stored session's header (corrupt ones are skipped, each with why)."""
+        sql = self._sql("SELECT id, header, next_seq FROM {schema}.retinue_sessions")
+        rows = self._pool.run(lambda conn: conn.execute(sql).fetchall())
+        return parse_headers(rows, "retinue_sessions.next_seq")
 
     def contains(self, session_id: str) -> bool:
         """Whether a row for the session exists."""

@@ -20,6 +20,7 @@ from ._common import (
     WaitedOutError,
     already_exists,
     check_cancelled,
+    check_next_seq,
     claim_new_id,
     parse_header,
     parse_headers,
@@ -340,18 +341,22 @@ class SQLiteBackend:
             conn.execute("COMMIT")
         parsed = parse_header(header, session_id)
         next_seq = stored_int(next_seq, session_id, "sessions.next_seq")
+        check_next_seq(next_seq, session_id, "sessions.next_seq")
         records = segment_records(
             session_id, checked_segments(session_id, segments), next_seq, b"\n"
         )
         return StoredLog(parsed, records)
 
     def listing(self) -> Listing:
-        """Every header of a session with events (corrupt ones are skipped, each with why)."""
+        """Every stored session's header (corrupt ones are skipped, each with why)."""
         with self._reader() as conn:
             rows = conn.execute(
-                "SELECT CAST(id AS BLOB), CAST(header AS BLOB) FROM sessions WHERE next_seq > 0"
+                "SELECT CAST(id AS BLOB), CAST(header AS BLOB), next_seq FROM sessions"
             ).fetchall()
-        return parse_headers([(raw.decode(errors="replace"), header) for raw, header in rows])
+        return parse_headers(
+            [(raw.decode(errors="replace"), header, next_seq) for raw, header, next_seq in rows],
+            "sessions.next_seq",
+        )
 
     def contains(self, session_id: str) -> bool:
         """Whether a row for the session exists."""
