@@ -33,6 +33,7 @@ from ._sqlitetables import (
     INSERT_SESSION,
     SCHEMA,
     SCHEMA_VERSION,
+    check_database_file,
     checked_segments,
     file_path,
     has_schema,
@@ -134,6 +135,7 @@ class SQLiteBackend:
         with self._write_lock:
             if self._writer is not None:
                 return
+            check_database_file(self._path)
             conn = self._connect()
             try:
                 self._prepare_in_slices(conn)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 from collections.abc import Sequence
 
 from retinue._errors import ConfigError, CorruptSessionError, StoreError
@@ -14,6 +15,7 @@ __all__ = [
     "INSERT_SESSION",
     "SCHEMA",
     "SCHEMA_VERSION",
+    "check_database_file",
     "checked_segments",
     "file_path",
     "has_schema",
@@ -72,6 +74,41 @@ def file_path(path: str | os.PathLike[str]) -> str:
         )
     # Joined, not normalized: ``link/../x`` names what opening it names, past the link.
     return text if os.path.isabs(text) else os.path.join(os.getcwd(), text)
+
+
+_SQLITE_HEADER = b"SQLite format 3\0"
+
+
+def check_database_file(path: str) -> None:
+    """Refuse a file at *path* holding bytes that do not start as an SQLite database does.
+
+    SQLite takes a file shorter than a database header for an empty database and
+    writes a new one over it (a mistyped path naming someone's notes, say), and
+    says of a longer one only that it "is not a database", naming no file. An
+    empty file, or none, is a new database; what cannot be read is left for
+    SQLite to refuse in its own words.
+
+    Raises:
+        StoreError: ``UNSUPPORTED_SCHEMA``, naming *path*.
+    """
+    try:
+        # Non-blocking: a FIFO at the path would hold the open until a writer came.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        head = os.read(fd, len(_SQLITE_HEADER)) if regular else b""
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+    if head and head != _SQLITE_HEADER:
+        raise StoreError(
+            f"{path} is not an SQLite database: what it holds does not start with the SQLite "
+            "header, and nothing is written over it",
+            code="UNSUPPORTED_SCHEMA",
+        )
 
 
 def next_seq_to_append(value: object, session_id: str) -> int:

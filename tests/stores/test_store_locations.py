@@ -1,0 +1,51 @@
+"""A file store refuses a location it would misread: a file holding something other than an SQLite
+database as an SQLite store, whatever its size (SQLite took one shorter than its header for an
+empty database)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from retinue._errors import StoreError
+from retinue.session import Session
+from retinue.stores import SQLiteStore
+from tests.stores._kit import run_turn
+
+
+@pytest.mark.parametrize("create", [True, False])
+@pytest.mark.parametrize("size", [1, 2, 99, 4096])
+async def test_an_sqlite_store_never_writes_over_a_file_that_is_no_database(
+    tmp_path: Path, size: int, *, create: bool
+) -> None:
+    """R11.12: a file holding bytes that do not start with the SQLite header is refused
+    ``UNSUPPORTED_SCHEMA`` naming it, and left as it was, a one-byte file too."""
+    path = tmp_path / "notes.txt"
+    notes = (b"my notes\n" * size)[:size]
+    path.write_bytes(notes)
+    with pytest.raises(StoreError) as caught:
+        async with SQLiteStore(path, create=create):
+            pass
+    assert caught.value.code == "UNSUPPORTED_SCHEMA"
+    assert caught.value.message == (
+        f"{path} is not an SQLite database: what it holds does not start with the SQLite "
+        "header, and nothing is written over it"
+    )
+    assert path.read_bytes() == notes
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
+
+
+async def test_an_sqlite_store_still_opens_an_empty_file_and_its_own_database(
+    tmp_path: Path,
+) -> None:
+    """An empty file is a new database, and a store reopens the database it wrote."""
+    path = tmp_path / "sessions.db"
+    path.write_bytes(b"")
+    session = Session.create("s1")
+    run_turn(session)
+    async with SQLiteStore(path) as store:
+        store.attach_new(session)
+    async with SQLiteStore(path, create=False) as store:
+        assert [header.id for header in (await store.listing()).headers] == ["s1"]
