@@ -1,6 +1,6 @@
-"""A file store refuses a location it would misread: a file holding something other than an SQLite
-database as an SQLite store, whatever its size (SQLite took one shorter than its header for an
-empty database)."""
+"""A file store refuses a location it would misread: the empty path as a JSONL root (the working
+directory to ``Path``), and a file holding something other than an SQLite database as an SQLite
+store, whatever its size (SQLite took one shorter than its header for an empty database)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,26 @@ from pathlib import Path
 
 import pytest
 
+from retinue import ConfigError
 from retinue._errors import StoreError
 from retinue.session import Session
-from retinue.stores import SQLiteStore
+from retinue.stores import JSONLStore, SQLiteStore
 from tests.stores._kit import run_turn
+
+
+@pytest.mark.parametrize("create", [True, False])
+def test_a_jsonl_store_refuses_the_empty_path_as_sqlite_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, create: bool
+) -> None:
+    """R11.12: ``JSONLStore("")`` is a ``ConfigError`` coded ``INVALID_STORE_PATH``, as
+    ``SQLiteStore("")`` is, not a store of the working directory."""
+    monkeypatch.chdir(tmp_path)
+    for store in (JSONLStore, SQLiteStore):
+        with pytest.raises(ConfigError) as caught:
+            store("", create=create)
+        assert caught.value.code == "INVALID_STORE_PATH"
+        assert "not ''" in caught.value.message
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("create", [True, False])

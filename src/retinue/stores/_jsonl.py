@@ -21,7 +21,6 @@ from ._common import (
     cannot_open,
     claim_new_id,
     held_elsewhere,
-    refuse_nul,
     written_whole,
 )
 from ._jsonlclaims import NewClaims
@@ -38,6 +37,7 @@ from ._jsonlfiles import (
     open_temporary,
     remove_held,
     remove_leftovers,
+    root_path,
     unpadded,
     write_all,
 )
@@ -97,9 +97,7 @@ class JSONLBackend(SessionFileReads):
     """An append reaches the file page by page: a crash can keep part of it (R11.8)."""
 
     def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
-        refuse_nul(root, what="JSONLStore root")
-        # Absolute once: a relative root would follow every change of working directory.
-        self._root = Path(root).absolute()
+        self._root = root_path(root)
         self._creates = create
         self._open: dict[str, SessionFile] = {}
         self._durable_buckets: set[Path] = set()
@@ -498,7 +496,7 @@ class JSONLStore(BufferedStore):
     someone's store wants, on a read-only file system too).
 
     Raises:
-        ConfigError: ``INVALID_STORE_PATH``: *root* holds a NUL character.
+        ConfigError: ``INVALID_STORE_PATH``: *root* holds a NUL character, or is empty.
     """
 
     def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:

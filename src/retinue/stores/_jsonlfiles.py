@@ -19,9 +19,9 @@ from pathlib import Path
 
 import attrs
 
-from retinue._errors import StoreError
+from retinue._errors import ConfigError, StoreError
 
-from ._common import seq_conflict
+from ._common import refuse_nul, seq_conflict
 
 __all__ = [
     "ATTEMPTS",
@@ -38,6 +38,7 @@ __all__ = [
     "read_whole",
     "remove_held",
     "remove_leftovers",
+    "root_path",
     "unmark_creation",
     "unpadded",
     "write_all",
@@ -157,6 +158,24 @@ class SessionFile:
         self.size = keep
         self.count -= dropped
         self.torn, self.padding = False, 0
+
+
+def root_path(root: str | os.PathLike[str]) -> Path:
+    """*root* as an absolute path, made once: a relative root would follow every change of
+    working directory.
+
+    Raises:
+        ConfigError: ``INVALID_STORE_PATH`` for a path no directory has (one holding a
+            NUL) and for the empty path, which ``Path`` takes for the working directory.
+    """
+    refuse_nul(root, what="JSONLStore root")
+    if not os.fspath(root):
+        raise ConfigError(
+            "JSONLStore needs a directory, not '': an empty path names none (pass '.' for "
+            "the working directory)",
+            code="INVALID_STORE_PATH",
+        )
+    return Path(root).absolute()
 
 
 def open_temporary(path: Path) -> tuple[Path, int]:
