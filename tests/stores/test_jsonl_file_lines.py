@@ -341,8 +341,8 @@ async def _load_refuses_the_copy(root: Path, path: Path, committed: int) -> None
             await store.load("s1")
     assert caught.value.code == "CORRUPT_SESSION"
     assert caught.value.message.startswith(
-        f"{path}, line {committed + 2}: session 's1': a seq gap "
-        f"(event {committed} has seq {committed - 1})"
+        f"{path}, line {committed + 2}: session 's1': a seq stored twice "
+        f"(event {committed} has seq {committed - 1}, the seq of an earlier event)"
     )
 
 

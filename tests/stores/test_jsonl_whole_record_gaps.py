@@ -48,7 +48,12 @@ async def test_jsonl_whole_record_out_of_seq_in_the_open_turn_is_refused(
             await store.load("mid")
     index = line - 1 if damage == "repeated" else line - 2
     assert caught.value.code == "CORRUPT_SESSION"
-    assert caught.value.message.startswith(f"{path}, line {index + 2}: session 'mid': a seq gap")
+    wrong = (
+        f"a seq stored twice (event {index} has seq {index - 1}, the seq of an earlier event)"
+        if damage == "repeated"
+        else f"a seq gap (event {index} has seq {index + 1})"
+    )
+    assert caught.value.message.startswith(f"{path}, line {index + 2}: session 'mid': {wrong}")
     assert path.read_bytes() == b"\n".join(stored)
     assert len(session.events) > index
 

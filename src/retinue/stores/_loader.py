@@ -129,9 +129,16 @@ def _decode_run(log: StoredLog, session_id: str) -> tuple[list[Event], str | Non
         if isinstance(event, str):
             return events, f"event {index} is corrupt ({event})", False
         if event.seq != index:
-            return events, f"a seq gap (event {index} has seq {event.seq})", True
+            return events, _out_of_seq(index, event.seq), True
         events.append(event)
     return events, None, False
+
+
+def _out_of_seq(index: int, seq: int) -> str:
+    """What a record of *seq* at event *index* is: a seq an earlier event holds, or a gap."""
+    if 0 <= seq < index:
+        return f"a seq stored twice (event {index} has seq {seq}, the seq of an earlier event)"
+    return f"a seq gap (event {index} has seq {seq})"
 
 
 def _out_of_order(session_id: str, bad: str) -> CorruptSessionError:
