@@ -23,7 +23,7 @@ from retinue.session import SessionHeader
 
 from ._backend import SkippedSession
 from ._common import cannot_open, listed_header
-from ._ids import bucket_name, file_stem
+from ._ids import bucket_name, escape_id, file_stem, unescape_id
 from ._jsonlfiles import SessionFile, unmark_creation
 
 __all__ = [
@@ -105,11 +105,21 @@ def syncfs_function() -> ctypes._NamedFuncPointer | None:
 
 
 def listed(path: Path) -> SessionHeader | SkippedSession | None:
-    """The header of the session file at *path*, why it cannot be listed, or ``None`` if gone."""
+    """The header of the session file at *path*, why it cannot be listed, or ``None`` if gone.
+
+    A file whose name no session id escapes to, or a link to no file, is
+    skipped so named: no load of any id finds it.
+    """
+    if not _session_name(path.stem):
+        problem = "its name is no session id's escaped file name, so no load finds it"
+        return SkippedSession(str(path), f"{path}: {problem}")
     try:
         with path.open("rb") as file:
             line = file.readline()
     except (FileNotFoundError, NotADirectoryError):
+        if path.is_symlink():
+            problem = f"a link to {os.readlink(path)}, which is no file"
+            return SkippedSession(str(path), f"{path}: {problem}")
         # Gone since the listing: a failed creation taken out again, or its bucket with it.
         return None
     except OSError as exc:
@@ -118,6 +128,18 @@ def listed(path: Path) -> SessionHeader | SkippedSession | None:
         return listed_header(line, path.stem, file_stem)
     except CorruptSessionError as exc:
         return SkippedSession(str(path), f"{path}: {exc.message}")
+
+
+def _session_name(stem: str) -> bool:
+    """Whether *stem* is some id's :func:`file_stem`: its escape, or an escape's start, ``~~``
+    and a digest."""
+    escaped, hashed, digest = stem.partition("~~")
+    if hashed:
+        return len(digest) == 64 and all(char in "0123456789abcdef" for char in digest)
+    try:
+        return escape_id(unescape_id(escaped)) == escaped
+    except (ValueError, UnicodeDecodeError):
+        return False
 
 
 @contextlib.contextmanager
