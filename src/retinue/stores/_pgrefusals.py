@@ -3,9 +3,10 @@ table full) and the failure of a commit whose outcome is unknown."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
-from retinue._errors import StoreError
+from retinue._errors import ConfigError, StoreError
 
 from ._backend import AppendBatch
 from ._common import already_exists
@@ -13,6 +14,7 @@ from ._pgschema import psycopg_module
 from ._records import failed
 
 __all__ = [
+    "check_dsn",
     "claim_lost",
     "claim_refusal",
     "commit_unknown",
@@ -22,6 +24,36 @@ __all__ = [
     "row_locked",
     "unknown_outcomes",
 ]
+
+
+_QUOTED = re.compile(r'"[^"]*"')
+"""A fragment of the DSN libpq quotes in its refusal, which may be part of a password (one
+character, as in ``missing "="``, is libpq's own)."""
+
+
+def check_dsn(dsn: str) -> None:
+    """Refuse a *dsn* libpq cannot parse, when the store is made rather than at its open.
+
+    The refusal quotes no fragment of the DSN, written ``***`` as a password is:
+    libpq's parse errors quote the piece they stopped at, which may be part of
+    one. Without psycopg
+    nothing is checked; the open says it is missing.
+
+    Raises:
+        ConfigError: ``INVALID_STORE_PATH``, naming the PostgreSQL store and the fault.
+    """
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        return
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg_module().ProgrammingError as exc:
+        fault = _QUOTED.sub(lambda quoted: quoted[0] if len(quoted[0]) <= 3 else '"***"', str(exc))
+        raise ConfigError(
+            f"PostgresStore dsn is no libpq connection string or URI: {fault.strip()}",
+            code="INVALID_STORE_PATH",
+        ) from None
 
 
 def locked(session_id: str) -> StoreError:

@@ -14,7 +14,14 @@ from ._backend import AppendBatch, Listing, StoredLog
 from ._common import check_next_seq, parse_header, parse_headers, segment_records
 from ._pgclaims import SessionClaims
 from ._pgreaders import ReaderPool
-from ._pgrefusals import claim_refusal, lock_table_full, out_of_locks, row_locked, unknown_outcomes
+from ._pgrefusals import (
+    check_dsn,
+    claim_refusal,
+    lock_table_full,
+    out_of_locks,
+    row_locked,
+    unknown_outcomes,
+)
 from ._pgschema import (
     SCHEMA_VERSION,
     check_cancelled,
@@ -89,6 +96,7 @@ class PostgresBackend:
             )
         if not _SCHEMA_NAME.match(schema):
             raise StoreError(f"invalid schema name {schema!r}", code="INVALID_CONFIG")
+        check_dsn(dsn)
         self._dsn = dsn
         self._schema = schema
         self._create = create
