@@ -1,11 +1,13 @@
 """A PostgreSQL store refuses what it cannot read as its store, typed and named: a DSN libpq
-cannot parse, when the store is made (quoting none of it)."""
+cannot parse, when the store is made (quoting none of it), and tables whose schema version row
+was deleted, on a reading open and a writing one alike (none written back over them)."""
 
 from __future__ import annotations
 
 import pytest
 
 from retinue import ConfigError
+from retinue._errors import StoreError
 from retinue.stores import PostgresStore
 
 
@@ -31,3 +33,30 @@ def test_a_dsn_libpq_cannot_parse_is_refused_when_the_store_is_made(
         f"PostgresStore dsn is no libpq connection string or URI: {fault}"
     )
     assert "cret" not in caught.value.message
+
+
+@pytest.mark.parametrize("create", [False, True])
+async def test_tables_without_their_schema_version_are_refused_and_left_so(
+    postgres_schema: tuple[str, str], *, create: bool
+) -> None:
+    """A ``retinue_meta`` whose version row was deleted is refused ``UNSUPPORTED_SCHEMA``
+    saying so, not as "version None", and a writing open does not write the row back."""
+    import psycopg
+
+    dsn, schema = postgres_schema
+    async with PostgresStore(dsn, schema=schema):
+        pass
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'DELETE FROM "{schema}".retinue_meta')  # type: ignore[arg-type]
+    with pytest.raises(StoreError) as caught:
+        async with PostgresStore(dsn, schema=schema, create=create):
+            pass
+    assert caught.value.code == "UNSUPPORTED_SCHEMA"
+    assert caught.value.message == (
+        f"schema {schema!r} holds retinue tables but no schema version (retinue_meta has no "
+        "'schema_version' row); this retinue reads 1 and writes no version over tables it "
+        "did not create"
+    )
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(f'SELECT * FROM "{schema}".retinue_meta').fetchall()  # type: ignore[arg-type]
+    assert rows == []

@@ -73,19 +73,21 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('retinue-schema', 0))")
         # Read under the lock: tables another store is creating now count as existing.
         found = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".retinue_meta',)).fetchone()
-        if found is None or found[0] is None:
+        new = found is None or found[0] is None
+        if new:
             _check_encoding(conn)
         conn.execute(in_schema(schema, "CREATE SCHEMA IF NOT EXISTS {schema}"))
         for statement in _DDL:
             conn.execute(in_schema(schema, statement))
-        conn.execute(
-            in_schema(
-                schema,
-                "INSERT INTO {schema}.retinue_meta (key, value) VALUES ('schema_version', %s) "
-                "ON CONFLICT (key) DO NOTHING",
-            ),
-            (str(SCHEMA_VERSION),),
-        )
+        if new:
+            # Only with the tables: tables without it are refused, not taken for this version's.
+            conn.execute(
+                in_schema(
+                    schema,
+                    "INSERT INTO {schema}.retinue_meta (key, value) VALUES ('schema_version', %s)",
+                ),
+                (str(SCHEMA_VERSION),),
+            )
         row = conn.execute(in_schema(schema, _VERSION)).fetchone()
     _check_version(schema, row)
 
@@ -146,9 +148,16 @@ def _check_encoding(conn: psycopg.Connection[Any]) -> None:
 
 
 def _check_version(schema: str, row: tuple[str] | None) -> None:
-    if row is None or row[0] != str(SCHEMA_VERSION):
+    if row is None:
         raise StoreError(
-            f"schema {schema!r} has retinue schema version {row and row[0]}; "
+            f"schema {schema!r} holds retinue tables but no schema version (retinue_meta has no "
+            f"'schema_version' row); this retinue reads {SCHEMA_VERSION} and writes no "
+            "version over tables it did not create",
+            code="UNSUPPORTED_SCHEMA",
+        )
+    if row[0] != str(SCHEMA_VERSION):
+        raise StoreError(
+            f"schema {schema!r} has retinue schema version {row[0]}; "
             f"this retinue reads {SCHEMA_VERSION}",
             code="UNSUPPORTED_SCHEMA",
         )
