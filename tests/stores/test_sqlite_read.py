@@ -171,3 +171,43 @@ async def test_sqlite_append_to_a_session_whose_next_seq_is_not_an_integer_names
     assert "sessions.next_seq holds 'abc', not an integer" in caught.value.message
     assert caught.value.code == "CORRUPT_SESSION"
     assert _rows(path) == before
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "DELETE FROM segments",
+        "DELETE FROM segments WHERE first_seq > 0",
+        "UPDATE sessions SET next_seq = next_seq + 5",
+    ],
+    ids=["every-segment-deleted", "the-last-segment-deleted", "next-seq-raised"],
+)
+async def test_sqlite_append_after_segments_changed_by_hand_is_refused(
+    tmp_path: Path, edit: str
+) -> None:
+    """R11.4, R11.8: an append checks that the last stored segment ends at the stored next seq;
+    after segments deleted by hand (or a next seq raised) the flush fails CORRUPT_SESSION naming
+    both, and nothing is written, where it stored its events after a gap no load reads past."""
+    path = tmp_path / "sessions.db"
+    session = await _two_turns(path, "s1")
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(edit)
+        [(end, next_seq)] = conn.execute(
+            "SELECT (SELECT coalesce(max(first_seq + count), 0) FROM segments), next_seq "
+            "FROM sessions"
+        ).fetchall()
+    assert end != next_seq
+    before = _rows(path)
+    store = SQLiteStore(path)
+    store.attach(session)
+    run_turn(session)
+    with pytest.raises(StoreError) as caught:
+        await store.flush(session)
+    with pytest.raises(StoreError, match="could not be drained"):
+        await store.aclose()
+    assert caught.value.code == "CORRUPT_SESSION"
+    assert caught.value.message == (
+        f"session 's1': its stored segments end at seq {end} but sessions.next_seq says "
+        f"{next_seq} (changed by hand): nothing is appended to it"
+    )
+    assert _rows(path) == before

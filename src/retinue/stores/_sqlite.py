@@ -33,6 +33,7 @@ from ._sqlitetables import (
     INSERT_SESSION,
     SCHEMA,
     SCHEMA_VERSION,
+    SESSION_TO_APPEND,
     check_database_file,
     checked_segments,
     file_path,
@@ -301,12 +302,10 @@ class SQLiteBackend:
                 raise already_exists(session_id) from None
             sid, stored = int(cursor.lastrowid or 0), 0
         else:
-            row = conn.execute(
-                "SELECT sid, next_seq FROM sessions WHERE id = ?", (session_id,)
-            ).fetchone()
+            row = conn.execute(SESSION_TO_APPEND, (session_id,)).fetchone()
             if row is None:
                 raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
-            sid, stored = row[0], next_seq_to_append(row[1], session_id)
+            sid, stored = row[0], next_seq_to_append(row[1], row[2], session_id)
         if batch.truncate_to is not None:
             truncate_segments(conn, sid, batch.truncate_to, session_id)
             stored = batch.truncate_to

@@ -15,6 +15,7 @@ __all__ = [
     "INSERT_SESSION",
     "SCHEMA",
     "SCHEMA_VERSION",
+    "SESSION_TO_APPEND",
     "check_database_file",
     "checked_segments",
     "file_path",
@@ -111,12 +112,33 @@ def check_database_file(path: str) -> None:
         )
 
 
-def next_seq_to_append(value: object, session_id: str) -> int:
-    """The stored next seq an append must start at; a ``StoreError`` refuses this batch alone."""
+SESSION_TO_APPEND = """SELECT sid, next_seq, (
+    SELECT first_seq + count FROM segments WHERE sid = sessions.sid
+    ORDER BY first_seq DESC LIMIT 1
+) FROM sessions WHERE id = ?"""
+"""A session's row, and where its last segment ends: one descent of the segments' key, in the
+statement that reads the row."""
+
+
+def next_seq_to_append(value: object, segments_end: object, session_id: str) -> int:
+    """The stored next seq an append must start at, if the last segment ends there (it ends
+    at 0 if there is none); a ``StoreError`` refuses this batch alone.
+
+    Segments deleted or cut by hand would leave the appended events after a gap,
+    and the session unloadable: the append is refused instead.
+    """
     try:
-        return stored_int(value, session_id, "sessions.next_seq")
+        next_seq = stored_int(value, session_id, "sessions.next_seq")
     except CorruptSessionError as exc:
         raise StoreError(exc.message, code=exc.code) from exc
+    end = 0 if segments_end is None else segments_end
+    if end != next_seq:
+        raise StoreError(
+            f"session {session_id!r}: its stored segments end at seq {end!r} but "
+            f"sessions.next_seq says {next_seq} (changed by hand): nothing is appended to it",
+            code="CORRUPT_SESSION",
+        )
+    return next_seq
 
 
 def checked_segments(
