@@ -208,14 +208,37 @@ class ProviderConnectionError(ProviderError):
 
 
 class ProviderStreamError(ProviderError):
-    """The stream reported an error event, or carried data that cannot be parsed."""
+    """The stream reported an error event, or carried data that cannot be parsed.
+
+    A numeric ``code`` given without a ``status`` is taken for the status too, as the
+    adapters read an error event's: the HTTP status the server would have answered
+    with, which the retry policy and the admission lanes judge.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        status: int | None = None,
+        retry_after: float | None = None,
+        retryable: bool | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if status is None:
+            status = numeric_status(code)
+        super().__init__(
+            message,
+            code=code,
+            status=status,
+            retry_after=retry_after,
+            retryable=retryable,
+            headers=headers,
+        )
 
     def _retried_without_status(self) -> bool:
-        # As an error event's code is judged: a busy or failing server is tried again, a
-        # status number as that status is, and an answer that could not be read.
-        status = numeric_status(self.code)
-        if status is not None:
-            return status in RETRYABLE_STATUSES
+        # As an error event's code is judged: a busy or failing server is tried again,
+        # and an answer that could not be read.
         return self.code in RETRYABLE_STREAM_CODES or self.code == _MALFORMED_RESPONSE
 
 
