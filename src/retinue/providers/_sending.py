@@ -124,9 +124,13 @@ class _Answer:
             # giving up), it spent that time waiting, not on the server. One given it
             # with most of its time left spent that on the server.
             late = "" if self.stage == "waiting" else " until too late to send the request whole"
+            # After a redirect a server read the first request: only its sequel went nowhere.
+            sent = "nothing was sent"
+            if self.response is not None:
+                sent = "the request it was redirected to was not sent"
             return ProviderConnectionError(
                 f"{provider} had no free connection within {seconds} s: all"
-                f" {self.waited_for} (max_connections) were in use{late}; nothing was sent",
+                f" {self.waited_for} (max_connections) were in use{late}; {sent}",
                 code="POOL_TIMEOUT",
                 retryable=True,
             )
