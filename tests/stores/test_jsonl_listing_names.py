@@ -69,3 +69,22 @@ async def test_a_link_to_no_file_is_listed_as_skipped(tmp_path: Path) -> None:
     assert [(skipped.stored_as, skipped.problem) for skipped in listing.skipped] == [
         (str(link), f"{link}: a link to {target}, which is no file")
     ]
+
+
+@pytest.mark.parametrize("plain", [116, 117, 118, 119])
+async def test_a_session_whose_long_id_is_cut_inside_an_escape_is_listed(
+    tmp_path: Path, plain: int
+) -> None:
+    """R11.14: an id whose escaped name passes 200 characters is stored under its first 120,
+    ``~~`` and a digest; cut inside an escape (``~00E9`` cut to ``~``) the stem holds
+    ``~~~``, and the listing lists it as every load finds it, where it was skipped as a
+    name no id escapes to."""
+    session_id = "a" * plain + "é" * 30
+    session = Session.create(session_id)
+    run_turn(session)
+    async with JSONLStore(tmp_path) as store:
+        store.attach_new(session)
+    async with JSONLStore(tmp_path, create=False) as store:
+        listing = await store.listing()
+    assert [header.id for header in listing.headers] == [session_id]
+    assert listing.skipped == ()

@@ -17,8 +17,19 @@ from retinue.stores import PostgresStore
         ("notadsn", 'missing "=" after "***" in connection info string'),
         ("host=h password=se cret", 'missing "=" after "***" in connection info string'),
         ("postgresql://u:se cret@h/x", 'unexpected spaces found in "***", use percent-encoded'),
+        (
+            'postgresql://u:se"cret pass@h/x',
+            'unexpected spaces found in "***", use percent-encoded',
+        ),
+        (
+            "postgresql://u:secret@[::1/x",
+            (
+                'end of string reached when looking for matching "]" in IPv6 host address in'
+                ' URI: "***"'
+            ),
+        ),
     ],
-    ids=["no-key", "spaced-password", "spaced-uri"],
+    ids=["no-key", "spaced-password", "spaced-uri", "quoted-password", "unclosed-bracket"],
 )
 @pytest.mark.parametrize("create", [True, False])
 def test_a_dsn_libpq_cannot_parse_is_refused_when_the_store_is_made(
@@ -60,3 +71,12 @@ async def test_tables_without_their_schema_version_are_refused_and_left_so(
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(f'SELECT * FROM "{schema}".retinue_meta').fetchall()  # type: ignore[arg-type]
     assert rows == []
+
+
+def test_a_dsn_utf8_cannot_encode_is_refused_typed() -> None:
+    """R11.12: a DSN holding a stray byte (as a shell's argument decodes one) is refused
+    ``INVALID_STORE_PATH``, where a bare ``UnicodeEncodeError`` escaped the store."""
+    with pytest.raises(ConfigError) as caught:
+        PostgresStore("postgresql://u:pw\udcff@h/x")
+    assert caught.value.code == "INVALID_STORE_PATH"
+    assert "pw" not in caught.value.message

@@ -5,9 +5,11 @@ store, whatever its size (SQLite took one shorter than its header for an empty d
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
+import trio
 
 from retinue import ConfigError
 from retinue._errors import StoreError
@@ -65,3 +67,27 @@ async def test_an_sqlite_store_still_opens_an_empty_file_and_its_own_database(
         store.attach_new(session)
     async with SQLiteStore(path, create=False) as store:
         assert [header.id for header in (await store.listing()).headers] == ["s1"]
+
+
+async def test_an_sqlite_store_leaves_a_file_beside_a_hot_journal_to_sqlite(
+    tmp_path: Path,
+) -> None:
+    """A new database whose first transaction a crash cut short, its pages lost (NULs where
+    the writes never reached the disk) and its rollback journal left: SQLite rolls the
+    journal back to the empty database it was, and the store opens it, where the header
+    check refused it ``UNSUPPORTED_SCHEMA`` until the file was deleted by hand."""
+    path = tmp_path / "store.db"
+    crash = (
+        "import os, sqlite3, sys\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('PRAGMA cache_size=1'); c.execute('PRAGMA journal_mode=DELETE')\n"
+        "c.execute('BEGIN'); c.execute('CREATE TABLE t(x)')\n"
+        "for _ in range(200): c.execute('INSERT INTO t VALUES (?)', ('x' * 500,))\n"
+        "os._exit(9)\n"
+    )
+    with trio.fail_after(60):
+        await trio.run_process([sys.executable, "-c", crash, str(path)], check=False)
+    assert (tmp_path / "store.db-journal").exists()
+    path.write_bytes(b"\0" * path.stat().st_size)
+    async with SQLiteStore(path) as store:
+        assert (await store.listing()).headers == ()

@@ -117,7 +117,7 @@ def listed(path: Path) -> SessionHeader | SkippedSession | None:
         with path.open("rb") as file:
             line = file.readline()
     except (FileNotFoundError, NotADirectoryError):
-        if path.is_symlink():
+        with contextlib.suppress(OSError):  # the link itself gone since: as below
             problem = f"a link to {os.readlink(path)}, which is no file"
             return SkippedSession(str(path), f"{path}: {problem}")
         # Gone since the listing: a failed creation taken out again, or its bucket with it.
@@ -133,11 +133,12 @@ def listed(path: Path) -> SessionHeader | SkippedSession | None:
 def _session_name(stem: str) -> bool:
     """Whether *stem* is some id's :func:`file_stem`: its escape, or an escape's start, ``~~``
     and a digest."""
-    escaped, hashed, digest = stem.partition("~~")
+    # The last "~~": an escape's start cut inside an escape ("~00E9" cut to "~") meets it.
+    _, hashed, digest = stem.rpartition("~~")
     if hashed:
         return len(digest) == 64 and all(char in "0123456789abcdef" for char in digest)
     try:
-        return escape_id(unescape_id(escaped)) == escaped
+        return escape_id(unescape_id(stem)) == stem
     except (ValueError, UnicodeDecodeError):
         return False
 

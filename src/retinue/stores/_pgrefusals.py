@@ -3,7 +3,6 @@ table full) and the failure of a commit whose outcome is unknown."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from retinue._errors import ConfigError, StoreError
@@ -26,9 +25,18 @@ __all__ = [
 ]
 
 
-_QUOTED = re.compile(r'"[^"]*"')
-"""A fragment of the DSN libpq quotes in its refusal, which may be part of a password (one
-character, as in ``missing "="``, is libpq's own)."""
+def _masked(fault: str) -> str:
+    """*fault* with all it quotes of the DSN written ``"***"``: from the first quote that
+    opens no one-character token of libpq's own (as in ``missing "="``) to the last quote,
+    or to the end. A fragment of a DSN may hold quotes itself, and part of a password."""
+    start = 0
+    while (first := fault.find('"', start)) != -1:
+        if fault[first + 2 : first + 3] == '"':
+            start = first + 3
+            continue
+        last = fault.rfind('"')
+        return fault[:first] + '"***"' + ("" if last == first else fault[last + 1 :])
+    return fault
 
 
 def check_dsn(dsn: str) -> None:
@@ -48,10 +56,15 @@ def check_dsn(dsn: str) -> None:
         return
     try:
         conninfo_to_dict(dsn)
-    except psycopg_module().ProgrammingError as exc:
-        fault = _QUOTED.sub(lambda quoted: quoted[0] if len(quoted[0]) <= 3 else '"***"', str(exc))
+    except UnicodeError:
         raise ConfigError(
-            f"PostgresStore dsn is no libpq connection string or URI: {fault.strip()}",
+            "PostgresStore dsn holds what UTF-8 cannot encode (a stray byte, say), "
+            "which libpq cannot take",
+            code="INVALID_STORE_PATH",
+        ) from None
+    except psycopg_module().ProgrammingError as exc:
+        raise ConfigError(
+            f"PostgresStore dsn is no libpq connection string or URI: {_masked(str(exc)).strip()}",
             code="INVALID_STORE_PATH",
         ) from None
 

@@ -87,7 +87,8 @@ def check_database_file(path: str) -> None:
     writes a new one over it (a mistyped path naming someone's notes, say), and
     says of a longer one only that it "is not a database", naming no file. An
     empty file, or none, is a new database; what cannot be read is left for
-    SQLite to refuse in its own words.
+    SQLite to refuse in its own words, and so is a file beside a rollback journal
+    (a first transaction a crash cut short, which SQLite rolls back).
 
     Raises:
         StoreError: ``UNSUPPORTED_SCHEMA``, naming *path*.
@@ -104,7 +105,7 @@ def check_database_file(path: str) -> None:
         return
     finally:
         os.close(fd)
-    if head and head != _SQLITE_HEADER:
+    if head and head != _SQLITE_HEADER and not os.path.exists(f"{path}-journal"):
         raise StoreError(
             f"{path} is not an SQLite database: what it holds does not start with the SQLite "
             "header, and nothing is written over it",
