@@ -1,7 +1,7 @@
 """Session stores: the protocol, write-behind with group commit, and the backends.
 
 ``MemoryStore`` (default), ``SQLiteStore(path)`` (embedded, durable),
-``JSONLStore(dir)`` (the SPEC 11.4 file layout) and ``PostgresStore(dsn)``
+``JSONLStore(dir)`` (one JSONL file per session) and ``PostgresStore(dsn)``
 (many processes) all pass one conformance suite. Each is a ``BufferedStore``
 over a ``StorageBackend``; another backend plugs in the same way.
 """

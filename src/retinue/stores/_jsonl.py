@@ -1,4 +1,4 @@
-"""The JSONL store (SPEC 11.4): one file per session, header line then one event per line."""
+"""The JSONL store: one file per session, header line then one event per line."""
 
 from __future__ import annotations
 
@@ -487,7 +487,9 @@ def _after_torn_line(session_id: str, handle: SessionFile) -> StoreError:
 
 @final
 class JSONLStore(BufferedStore):
-    """Sessions as JSONL files in the SPEC 11.4 layout under *root*.
+    """Sessions as JSONL files under *root*: one per session, in a directory per working
+    directory (``cwd-<12 hex of its SHA-256>``, or ``_no-cwd``), named by the escaped id,
+    its header line first, then one event per line.
 
     Also the format of ``retinue sessions export``/``import``. Use as
     ``async with JSONLStore(path) as store:`` for group commit.
