@@ -117,6 +117,8 @@ class ProviderError(ModelError):
         retryable: bool | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
+        if status is None:
+            status = self._status_of_code(code)
         super().__init__(message, code=code, status=status)
         self.retry_after = retry_after
         self.headers: Mapping[str, str] = _text_headers(headers)
@@ -135,6 +137,11 @@ class ProviderError(ModelError):
     def _retried_without_status(self) -> bool:
         """A failure of no known kind is final: a retry would repeat it."""
         return False
+
+    @staticmethod
+    def _status_of_code(_code: str | None) -> int | None:
+        """The status a *code* given without one names: none, but for a stream's error."""
+        return None
 
 
 _Failure = TypeVar("_Failure", bound=ProviderError)
@@ -215,26 +222,9 @@ class ProviderStreamError(ProviderError):
     with, which the retry policy and the admission lanes judge.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: str | None = None,
-        status: int | None = None,
-        retry_after: float | None = None,
-        retryable: bool | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        if status is None:
-            status = numeric_status(code)
-        super().__init__(
-            message,
-            code=code,
-            status=status,
-            retry_after=retry_after,
-            retryable=retryable,
-            headers=headers,
-        )
+    @staticmethod
+    def _status_of_code(code: str | None) -> int | None:
+        return numeric_status(code)
 
     def _retried_without_status(self) -> bool:
         # As an error event's code is judged: a busy or failing server is tried again,
