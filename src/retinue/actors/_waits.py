@@ -12,8 +12,8 @@ import trio
 
 from retinue._errors import AgentError
 from retinue.loop import AgentCore, TurnResult
-from retinue.loop._core import FLUSHING, circle_error, settle, waiting_agent
-from retinue.loop._marks import setting_up_agents, tearing_down_agent
+from retinue.loop._core import circle_error, settle, waiting_agent
+from retinue.loop._marks import setting_up_agents
 from retinue.loop._signal import abort_step
 from retinue.mailbox import Ticket
 from retinue.session import TurnEndReason
@@ -125,9 +125,7 @@ def parent_scope(caller: AgentCore) -> trio.CancelScope | None:
 
     None in the caller's flush or teardown: no cancel of its turn reaches a wait there.
     """
-    if FLUSHING.get() is caller or tearing_down_agent() is caller:
-        return None
-    return caller.turn_scope
+    return None if caller.waits_firmly() else caller.turn_scope
 
 
 def abandon_ask(

@@ -433,11 +433,16 @@ class AgentCore:
                     pending.append(nxt)
         return None
 
+    def waits_firmly(self) -> bool:
+        """Whether a wait the current task makes is firm: made from this agent's shielded
+        flush or its teardown, which no cancel of its turn or disposal reaches."""
+        return FLUSHING.get() is self or tearing_down_agent() is self
+
     def start_waiting_on(self, target: AgentCore) -> bool:
         """Record that one of this agent's tasks waits for *target*; whether the wait is firm
         (see :attr:`firm_waits_on`), to give back to :meth:`stop_waiting_on`."""
         self.waits_on = (*self.waits_on, target)
-        firm = FLUSHING.get() is self or tearing_down_agent() is self
+        firm = self.waits_firmly()
         if firm:
             self.firm_waits_on = (*self.firm_waits_on, target)
         return firm
