@@ -12,9 +12,10 @@ from retinue.session import TurnEndReason
 
 from ._core import AgentCore, TurnResult, settle
 from ._crash import CrashedBatch
+from ._flush import flush, flush_shielded
 from ._flushes import FlushRounds
 from ._state import TurnState
-from ._turn import flush, flush_shielded, run_turn
+from ._turn import run_turn
 
 __all__ = ["run_flusher", "run_loop"]
 

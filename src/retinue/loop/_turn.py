@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable
-from functools import partial
 from typing import TypeAlias
 
 import trio
 
 from retinue._content import Message, snapshot_messages
-from retinue._errors import (
-    FAILURE_OF_TAKES,
-    HookError,
-    StoreError,
-    call_each,
-    failure_of,
-    is_interrupt,
-)
+from retinue._errors import HookError, call_each, is_interrupt
 from retinue._request import MessageHistory, ToolSchema
 from retinue._stream import FinishReason
 from retinue.hooks import Allow, Block, Continue, Stop
@@ -33,7 +23,6 @@ from retinue.session import (
 
 from ._answers import rejected, settle_batch
 from ._core import (
-    FLUSHING,
     AgentCore,
     StepSignal,
     TurnResult,
@@ -41,13 +30,13 @@ from ._core import (
     abort_step,
     retire_step,
 )
+from ._flush import flush as flush, flush_shielded as flush_shielded
 from ._prompt import ASSEMBLE, request_prompt, static_prompt
 from ._state import NO_CALLS, TurnState
 from ._step import run_step
 
 __all__ = ["run_turn"]
 
-log = logging.getLogger("retinue.loop")
 _ALLOW: Allow | Block = Allow()
 _CONTINUE: Continue | Stop = Continue()
 _STOP: Continue | Stop = Stop()
@@ -195,108 +184,6 @@ def _settle(state: TurnState, items: list[MailboxItem]) -> None:
     """Answer the batch's prompts with how the turn ended."""
     result = TurnResult(state.turn, state.reason, state.text, state.usage, state.hand_on_error())
     settle_batch(items, result, state.blocked)
-
-
-# The two parts of the end-of-turn flush, as a timeout names them.
-_STORE = "the store's flush"
-_LISTENERS = "the session/flush listeners"
-
-
-async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - an in-memory commit needs no schedule point (the driver's mailbox wait follows); store.flush always checkpoints, and a checkpoint here could trip the scope's deadline
-    """The durability checkpoint (R7.49): shielded, bounded, failures reported only."""
-    services = core.services
-    store = services.store
-    # A store written before the protocol had ``durable`` takes the guarded path.
-    durable = getattr(store, "durable", True)
-    if not durable and not services.hooks.hears("session/flush", core.id):
-        core.flushed_upto = len(core.session.events)
-        # An in-memory store flushes without blocking and no cancel interrupts
-        # it, so the shield and the deadline would guard nothing; committing
-        # synchronously also spares a task switch per turn.
-        # Looked up on the class: a wrapper that delegates through __getattr__
-        # has its own flush awaited, never bypassed.
-        flush_nowait = getattr(type(store), "flush_nowait", None)
-        try:
-            if flush_nowait is None or not flush_nowait(store, core.session):
-                await store.flush(core.session)
-        except FAILURE_OF_TAKES as exc:
-            _flush_failed(core, turn, step, failure_of(exc, _STORE, StoreError))
-        return  # noqa: ASYNC910 - the driver waits for its mailbox next, a schedule point every turn
-    await flush_shielded(core, turn, step)
-
-
-async def flush_shielded(core: AgentCore, turn: int, step: int) -> None:
-    """:func:`flush`, shielded and bounded whatever the store.
-
-    For a caller a cancel from outside (or Ctrl-C) is unwinding: there, any
-    await outside the shield raises again, an in-memory store's too.
-    """
-    core.flushed_upto = len(core.session.events)
-    timeout = core.services.flush_timeout  # seconds above 0, or math.inf for no bound
-    unfinished = [_STORE]
-    flushing = FLUSHING.set(core)
-    try:
-        caught = await _shielded_flush(core, turn, step, unfinished)
-    finally:
-        FLUSHING.reset(flushing)
-    if caught:
-        late = " and ".join(unfinished)
-        error = TimeoutError(
-            f"flush of session {core.id!r} timed out: {late} ran past {timeout:g}s"
-        )
-        _flush_failed(core, turn, step, error)
-
-
-async def _shielded_flush(core: AgentCore, turn: int, step: int, unfinished: list[str]) -> bool:
-    """Run the store's flush and the session/flush listeners; whether the deadline ended them."""
-    services = core.services
-    store_flush = partial(services.store.flush, core.session)
-    with trio.CancelScope(shield=True) as scope:
-        scope.relative_deadline = services.flush_timeout
-        if not services.hooks.hears("session/flush", core.id):
-            await _flush_part(core, turn, step, unfinished, _STORE, store_flush)
-        else:
-            # The store's write and the session/flush listeners are peers of one
-            # checkpoint (R4.23): concurrent under one deadline, and neither's
-            # failure or slowness keeps the other from running.
-            unfinished.append(_LISTENERS)
-            listeners = partial(
-                services.hooks.parallel, "session/flush", core.agent, core.session, scope=core.id
-            )
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_flush_part, core, turn, step, unfinished, _STORE, store_flush)
-                await _flush_part(core, turn, step, unfinished, _LISTENERS, listeners)
-    return scope.cancelled_caught
-
-
-async def _flush_part(  # noqa: ASYNC910 - the store's flush always checkpoints; the listeners' part runs only when one listens, in parallel's nursery
-    core: AgentCore,
-    turn: int,
-    step: int,
-    unfinished: list[str],
-    name: str,
-    run: Callable[[], Awaitable[None]],
-) -> None:
-    """Run one part of the flush, reporting its failure; *name* leaves *unfinished* unless cancelled."""
-    try:
-        await run()
-    except FAILURE_OF_TAKES as exc:
-        core.services.end_on_interrupt(exc)  # a Ctrl-C in a group, passed on below
-        # The flush's deadline is a real cancel: raised again, the caller reports it.
-        kind = StoreError if name == _STORE else HookError
-        _flush_failed(core, turn, step, failure_of(exc, name, kind))
-    except BaseException as exc:
-        # A listener's Ctrl-C ends the runtime now, not once the store's write (in a
-        # thread the cancel cannot stop) has ended beside it.
-        core.services.end_on_interrupt(exc)
-        raise
-    unfinished.remove(name)
-
-
-def _flush_failed(core: AgentCore, turn: int, step: int, error: Exception) -> None:
-    """A failed flush is reported, never raised (R7.49)."""
-    log.warning("flush of session %s failed: %s", core.id, error)
-    core.emit("agent/error", turn, step, error)
 
 
 async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]) -> None:  # noqa: ASYNC910 - per turn; an abort may end it before any yield, and the driver's mailbox wait is a schedule point after every turn

@@ -14,7 +14,7 @@ from retinue._checks import finite_number_error
 from retinue._errors import ConfigError, only_cancels
 from retinue._lossless import shown_short
 from retinue.loop import AgentCore, answer_crashed, crash_reason, run_flusher, run_loop
-from retinue.loop._turn import flush_shielded
+from retinue.loop._flush import flush_shielded
 from retinue.session import Event, Session, ToolErrorInfo, TurnEndReason
 from retinue.stores import closing_events
 
