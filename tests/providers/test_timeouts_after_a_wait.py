@@ -8,6 +8,7 @@ import re
 import pytest
 import trio
 
+from retinue.providers._sending import brief_seconds
 from retinue.providers.mock import Timing, open_mock_server
 
 from ._raw_servers_kit import Charged, adapter, call_charged
@@ -46,3 +47,21 @@ async def test_a_timeout_after_a_wait_for_a_connection_says_how_long_the_server_
     assert found is not None, error.message
     had, waited = float(found[1]), float(found[2])
     assert had < 0.3 < waited
+
+
+@pytest.mark.parametrize(
+    ("seconds", "written"),
+    [
+        (0.0, "0.0"),
+        (0.6, "0.6"),
+        (0.154, "0.15"),
+        (0.0042, "0.004"),
+        (0.00002, "0.0001"),
+        (600.0, "600.0"),
+    ],
+)
+def test_time_a_request_had_never_reads_as_none(seconds: float, written: str) -> None:
+    """R10.3: the seconds a timeout message gives are written to two decimals, but time
+    under 0.01 s, which two decimals would write ``0.0`` ("the server sent no headers
+    within 0.0 s" of a request that waited nearly all its timeout for a connection)."""
+    assert brief_seconds(seconds) == written

@@ -13,7 +13,14 @@ from ._bodies import keep_error_body_decodable
 from ._failures import ProviderConnectionError, ProviderError, status_error, unsent
 from ._feedback import report_unsent
 
-__all__ = ["close_response", "current_answer", "note_answer", "send_within", "server_named"]
+__all__ = [
+    "brief_seconds",
+    "close_response",
+    "current_answer",
+    "note_answer",
+    "send_within",
+    "server_named",
+]
 
 
 async def close_response(response: httpx2.Response) -> None:
@@ -105,13 +112,12 @@ class _Answer:
 
     def _server_time(self, seconds: float) -> str:
         """How long of *seconds* the server had: a wait for a free connection was not its."""
-        waited = round(self.waited, 2)
-        if waited <= 0.0:
+        if round(self.waited, 2) <= 0.0:
             return f"within {seconds} s"
-        had = round(max(0.0, seconds - self.waited), 2)
+        had = brief_seconds(max(0.0, seconds - self.waited))
         return (
-            f"within {had} s (the request spent {waited} s of its {seconds} s timeout"
-            " waiting for a free connection)"
+            f"within {had} s (the request spent {brief_seconds(self.waited)} s of its"
+            f" {seconds} s timeout waiting for a free connection)"
         )
 
     def _not_sent(self, provider: str, seconds: float, server: str) -> ProviderConnectionError:
@@ -165,6 +171,14 @@ def _redirected_to(redirect: httpx2.Response, provider: str, server: str) -> str
     except (KeyError, RuntimeError, httpx2.InvalidURL):
         return server
     return server_named(provider, target)
+
+
+def brief_seconds(seconds: float) -> str:
+    """*seconds* to two decimals, or to one significant digit under 0.01 s (at least
+    0.0001, written without an exponent), so that time a request had never reads as none."""
+    if 0.0 < seconds < 0.01:
+        return f"{max(seconds, 0.0001):.1g}"
+    return f"{round(seconds, 2)}"
 
 
 def _read_whole(response: httpx2.Response) -> bool:
