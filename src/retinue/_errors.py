@@ -8,7 +8,8 @@
     │   └── CorruptSessionError   a stored log cannot be loaded
     ├── AgentError
     │   ├── AgentDisposedError    a driving verb on a disposed agent (R2.37)
-    │   └── AgentNotReadyError    a driving verb before publication (R2.9)
+    │   ├── AgentNotReadyError    a driving verb before publication (R2.9)
+    │   └── StepLimitError        a turn reached its agent's ``max_steps``
     ├── ConfigError               invalid options or runtime configuration
     ├── HookError                 a seam returned an invalid decision
     ├── ModelError                a model call failed (carries ``code``)
@@ -43,6 +44,7 @@ __all__ = [
     "NoAdapterError",
     "RetinueError",
     "SessionError",
+    "StepLimitError",
     "StoreError",
     "ToolError",
     "call_each",
@@ -121,6 +123,13 @@ class AgentNotReadyError(AgentError):
     """The agent is not yet published; driving verbs are locked (R2.9)."""
 
     code = "AGENT_NOT_READY"
+
+
+class StepLimitError(AgentError):
+    """A turn ran its agent's ``max_steps`` and the model still asked for more: the turn
+    ends ``error`` with this code, its last step's tool calls answered."""
+
+    code = "MAX_STEPS"
 
 
 class ConfigError(RetinueError, ValueError):

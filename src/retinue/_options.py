@@ -27,12 +27,14 @@ MAX_SAFE_INTEGER = 2**53 - 1
 PERSONA = "persona"
 
 
-def _check_max_tokens(_instance: object, _attribute: object, value: int | None) -> None:
+def _check_count(
+    _instance: object, attribute: attrs.Attribute[int | None], value: int | None
+) -> None:
     if value is None:
         return
     if type(value) is not int or not 0 < value <= MAX_SAFE_INTEGER:
         raise ConfigError(
-            f"max_tokens must be a positive integer <= 2**53-1, got {shown_short(value)}"
+            f"{attribute.name} must be a positive integer <= 2**53-1, got {shown_short(value)}"
         )
 
 
@@ -123,7 +125,7 @@ class AgentOptions:
     """The model name each request carries, and a ``ModelRouter`` routes by; non-empty."""
     provider: str | None = attrs.field(default=None, validator=_check_name)
     """The provider a ``ModelRouter`` routes by, beside ``model``; non-empty."""
-    max_tokens: int | None = attrs.field(default=None, validator=_check_max_tokens)
+    max_tokens: int | None = attrs.field(default=None, validator=_check_count)
     """The cap on an answer's tokens, an int in 1..2**53-1."""
     temperature: float | None = attrs.field(default=None, validator=_check_temperature)
     """The sampling temperature, a finite number."""
@@ -133,3 +135,8 @@ class AgentOptions:
     """The agent's persona, a template with ``{{variables}}``, checked when given."""
     cwd: str | None = attrs.field(default=None, converter=whole, validator=_check_cwd)
     """The session's working directory, an absolute path, kept in its header."""
+    max_steps: int | None = attrs.field(default=None, validator=_check_count)
+    """The most steps (model calls) one turn may take, an int in 1..2**53-1; ``None`` for
+    no limit. A turn whose model still asks for tools after its last allowed step (or that
+    steering would carry on) ends ``error`` with code ``MAX_STEPS``
+    (:class:`~retinue.actors.StepLimitError`), every tool call it made answered."""

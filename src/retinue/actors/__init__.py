@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retinue._errors import AgentDisposedError, AgentError, AgentNotReadyError
+from retinue._errors import AgentDisposedError, AgentError, AgentNotReadyError, StepLimitError
 from retinue._options import AgentOptions
 from retinue.loop import AgentStatus, TurnResult
 
@@ -15,6 +15,7 @@ __all__ = [
     "AgentNotReadyError",
     "AgentOptions",
     "AgentStatus",
+    "StepLimitError",
     "Subscription",
     "SubscriptionOverflowError",
     "TurnResult",

@@ -7,7 +7,7 @@ from typing import TypeAlias
 import trio
 
 from retinue._content import Message, snapshot_messages
-from retinue._errors import HookError, call_each, is_interrupt
+from retinue._errors import HookError, StepLimitError, call_each, is_interrupt
 from retinue._request import MessageHistory, ToolSchema
 from retinue._stream import FinishReason
 from retinue.hooks import Allow, Block, Continue, Stop
@@ -416,4 +416,17 @@ async def _after_step(core: AgentCore, state: TurnState, finish: FinishReason) -
     if core.cancel_marker or core.disposed:
         state.set_interrupted()
         return False  # noqa: ASYNC910 - per step; the turn ends, and the driver's mailbox wait follows
+    limit = core.options.max_steps
+    if should_continue and limit is not None and state.step >= limit:
+        state.record_error(_step_limit(core, state, limit))
+        return False  # noqa: ASYNC910 - per step; the turn ends, and the driver's mailbox wait follows
     return should_continue  # noqa: ASYNC910 - per step; seams nobody listens to add no schedule point, and the next step's stream is one
+
+
+def _step_limit(core: AgentCore, state: TurnState, limit: int) -> StepLimitError:
+    """The error of a turn that would take a step past its agent's ``max_steps``."""
+    wanted = "the model's tool calls" if state.calls.calls else "steering or a listener"
+    return StepLimitError(
+        f"agent {core.id!r}: turn {state.turn} ran its max_steps ({limit}), and {wanted} "
+        "asked for another step"
+    )
