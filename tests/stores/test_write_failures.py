@@ -155,7 +155,7 @@ async def test_a_repair_and_a_flush_of_one_id_in_one_group_are_not_merged() -> N
     other = Session.create("X")
     run_turn(other, "a different session with the same id")
     tracked = {"X": Tracked(other, other.header, list(other.events), 0, lambda: None)}
-    committer = GroupCommitter(backend, "memory", tracked)
+    committer = GroupCommitter(backend, "memory", tracked, threads=trio.CapacityLimiter(1))
     repair = Request("X", prebuilt=AppendBatch("X", len(stored.events), ()))
     flush = Request("X")
     await committer._commit([repair, flush])

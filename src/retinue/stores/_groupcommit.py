@@ -26,16 +26,19 @@ async def call_backend(
     fn: Callable[..., T],
     what: str,
     *args: object,
+    threads: trio.CapacityLimiter,
     abandon_on: trio.CapacityLimiter | None = None,
 ) -> T:
     """Run a backend call in a worker thread (inline if it never blocks); wrap I/O errors.
 
     Always a checkpoint. Raises ``StoreError(STORAGE_ERROR)`` naming *what*
-    for any failure that is not already a retinue error. Given *abandon_on*, a
-    cancel returns at once and the thread's call is left to end on its own (for
-    a read that changes nothing), its thread counted by that limiter: an
-    abandoned call holds its token until the storage answers, which on trio's
-    shared limiter would leave no thread for flushes or sync tool bodies.
+    for any failure that is not already a retinue error. The thread is counted
+    by *threads*, the store's own: on trio's shared limiter, an application's
+    own ``trio.to_thread`` calls could take every thread and hold the store's
+    flushes back. Given *abandon_on*, a cancel returns at once and the thread's
+    call is left to end on its own (for a read that changes nothing), its thread
+    counted by that limiter instead: an abandoned call holds its token until the
+    storage answers, which would leave no thread for the store's flushes.
     """
     try:
         if backend.blocking:
@@ -43,7 +46,7 @@ async def call_backend(
                 return await trio.to_thread.run_sync(
                     fn, *args, abandon_on_cancel=True, limiter=abandon_on
                 )
-            return await trio.to_thread.run_sync(fn, *args)
+            return await trio.to_thread.run_sync(fn, *args, limiter=threads)
         await trio.lowlevel.checkpoint()
         return fn(*args)
     except RetinueError:
@@ -67,9 +70,11 @@ class GroupCommitter:
         name: str,
         tracked: dict[str, Tracked],
         *,
+        threads: trio.CapacityLimiter,
         let_go: Callable[[list[Tracked]], Awaitable[None]] | None = None,
     ) -> None:
         self._backend = backend
+        self._threads = threads
         # Weak: *let_go* is a bound method of the store that owns this committer, and
         # a strong reference back would leave the store, with every session its
         # backend holds, to the cyclic collector. The store outlives its commits.
@@ -287,7 +292,11 @@ class GroupCommitter:
         try:
             try:
                 results = await call_backend(
-                    self._backend, self._write_isolated, "a group commit", batches
+                    self._backend,
+                    self._write_isolated,
+                    "a group commit",
+                    batches,
+                    threads=self._threads,
                 )
             except Exception as exc:
                 results = failed(batches, _group_error(exc))

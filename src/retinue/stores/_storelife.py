@@ -25,6 +25,9 @@ log = logging.getLogger("retinue.stores")
 
 # Worker threads a store's cancellable reads (list, listing, exists, inspect) run in at once.
 READ_THREADS = 4
+# Worker threads a store's other calls (opens, writes, loads, closes) run in at once: as many
+# as trio's shared limiter gives, but the store's own.
+STORE_THREADS = 40
 
 T = TypeVar("T")
 
@@ -44,7 +47,11 @@ class StoreLifetime:
         self._backend = backend
         self._name = name
         self._tracked: dict[str, Tracked] = {}
-        self._committer = GroupCommitter(backend, name, self._tracked, let_go=self._let_go_stored)
+        # The store's own threads: an application's trio.to_thread calls cannot take them.
+        self._threads = trio.CapacityLimiter(STORE_THREADS)
+        self._committer = GroupCommitter(
+            backend, name, self._tracked, threads=self._threads, let_go=self._let_go_stored
+        )
         # The threads of the reads a cancel may abandon: their own, few, so reads that
         # storage never answers cannot take the threads every flush and tool body share.
         self._reads = trio.CapacityLimiter(READ_THREADS)
@@ -468,7 +475,7 @@ class StoreLifetime:
     # -- plumbing -------------------------------------------------------------
 
     def _call(self, fn: Callable[..., T], what: str, *args: object) -> Awaitable[T]:
-        return call_backend(self._backend, fn, what, *args)
+        return call_backend(self._backend, fn, what, *args, threads=self._threads)
 
     def _read_call(self, fn: Callable[..., T], what: str, *args: object) -> Awaitable[T]:
         """:meth:`_call` for a read that claims and changes nothing, which a cancel abandons.
@@ -477,7 +484,9 @@ class StoreLifetime:
         the connection lives; a deadline around the read must still end it. Each
         backend's reads finish on their own beside a close (a connection then closed).
         """
-        return call_backend(self._backend, fn, what, *args, abandon_on=self._reads)
+        return call_backend(
+            self._backend, fn, what, *args, threads=self._threads, abandon_on=self._reads
+        )
 
     def __repr__(self) -> str:
         stats = self.statistics()
