@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import threading
@@ -407,14 +408,44 @@ async def test_a_feed_closed_off_its_runtime_s_run_is_refused_and_still_read() -
     assert (result.text, read[0], read[-1]) == ("one", "turn/start", "turn/end")
 
 
-async def test_a_feed_offers_close_and_no_other_way_to_end_it(
+async def test_a_feed_offers_close_and_aclose_and_no_other_way_to_end_it(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """R4.10, DESIGN 3: a feed's public names are ``close`` beside its iteration. It also
+    """R4.10, DESIGN 3: a feed's public names are ``close`` and ``aclose`` beside its
+    iteration. It also
     offered ``end``, its agent's teardown step, which nothing checked: called from a worker
     thread on a live agent's feed, it unsubscribed the feed, then failed to wake the reader
     parked in it, which waited for nothing ever after."""
     async with runtime(ScriptedModel([Reply("ok")])) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         async with agent.subscribe() as feed:
-            assert {name for name in dir(feed) if not name.startswith("_")} == {"close"}
+            assert {name for name in dir(feed) if not name.startswith("_")} == {"aclose", "close"}
+
+
+async def test_a_feed_closes_through_aclose_as_a_trio_channel_does(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.10: ``contextlib.aclosing(agent.subscribe())`` reads the feed and closes it at the
+    block's end, and ``aclose`` is a checkpoint that ends iteration: events logged after
+    it are not delivered."""
+    model = ScriptedModel([Reply("one"), Reply("two")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        async with contextlib.aclosing(agent.subscribe()) as feed:
+            await agent.ask("first")
+            first = [event async for event in _until_turn_end(feed)]
+        assert types(first)[-1] == "turn/end"
+        await agent.ask("second")
+        with pytest.raises(StopAsyncIteration):
+            await feed.__anext__()
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            with pytest.raises(trio.Cancelled):
+                await agent.subscribe().aclose()
+
+
+async def _until_turn_end(feed: Subscription) -> Any:
+    async for event in feed:
+        yield event
+        if event.type == "turn/end":
+            return

@@ -61,7 +61,8 @@ class Subscription:
     closed (events not yet read are dropped). Falling
     more than the buffer behind raises :class:`SubscriptionOverflowError`
     after the events that came before the gap, rather than losing events
-    silently. Use as ``async with agent.subscribe() as events: async for e in events``.
+    silently. Use as ``async with agent.subscribe() as events: async for e in events``
+    (``contextlib.aclosing`` works too: :meth:`aclose` is :meth:`close` and a checkpoint).
 
     Like a trio memory channel, a feed nobody refers to any more (dropped
     without ``close()``) is released: neither the session nor the agent keeps it.
@@ -158,6 +159,12 @@ class Subscription:
         self._stop_at(self._cursor)
         self._forget(self)
 
+    async def aclose(self) -> None:
+        """:meth:`close`, then a checkpoint: a trio channel's ``aclose``, which
+        ``contextlib.aclosing`` and ``async with`` call."""
+        self.close()
+        await trio.lowlevel.checkpoint()
+
     def _stop_at(self, end: int) -> None:
         if self._end is None or end < self._end:
             self._end = end
@@ -176,8 +183,7 @@ class Subscription:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
-        await trio.lowlevel.checkpoint()
+        await self.aclose()
 
 
 def _observe_weakly(
