@@ -30,6 +30,10 @@ class Model(Protocol):
     Obligations (R10.2): ``usage`` before ``finish``, nothing after ``finish``,
     tool arguments stay raw JSON text, and cancellation (trio's) closes the call.
     Failures either raise from the iterator or end with an error/aborted finish.
+    The stream is the step's schedule point: it must checkpoint (an adapter reading
+    the network does). One that yields its chunks without ever awaiting (a cache
+    replaying them, say) runs the agent's steps without yielding to other tasks,
+    and a cancel reaches the turn only at a tool's await.
     """
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:

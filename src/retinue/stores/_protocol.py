@@ -63,7 +63,8 @@ class SessionStore(Protocol):
         ...
 
     async def flush(self, session: Session) -> None:
-        """Make every buffered event of *session* durable; always a checkpoint."""
+        """Make every buffered event of *session* durable; always a schedule point, and a
+        checkpoint unless it commits without blocking (then it commits, cancelled or not)."""
         ...
 
     async def detach(self, session: Session) -> None:

@@ -198,7 +198,9 @@ class BufferedStore(StoreLoads):
         """Make every buffered event of *session* durable (R7.49, R11.4).
 
         Returns once the events are committed (fsync / commit). Always a
-        checkpoint. On failure raises ``StoreError`` naming the session and
+        checkpoint, but for a store that commits without blocking (``MemoryStore``):
+        it commits even when called cancelled, then yields without raising
+        ``Cancelled``, so no cancel can lose the write. On failure raises ``StoreError`` naming the session and
         keeps the events buffered for a later flush. If cancelled once the
         write is queued for the writer or under way, the write still happens,
         unless the same cancel stops the writer before it takes the queued

@@ -326,7 +326,10 @@ class ScriptedModel:
         """Play the next step for *request*.
 
         Waits the step's ``delay`` (or checkpoints once), then yields its
-        chunks, sleeping ``chunk_delay`` before each. Cancellation while
+        chunks, sleeping ``chunk_delay`` before each. The step is taken, and
+        the request recorded, as the stream starts, as a provider counts a
+        request sent: a stream cancelled before its first chunk has used its
+        step, and the next request plays the one after. Cancellation while
         waiting or hanging ends the stream; nothing else is left behind.
 
         Raises:
