@@ -139,4 +139,5 @@ class AgentOptions:
     """The most steps (model calls) one turn may take, an int in 1..2**53-1; ``None`` for
     no limit. A turn whose model still asks for tools after its last allowed step (or that
     steering would carry on) ends ``error`` with code ``MAX_STEPS``
-    (:class:`~retinue.actors.StepLimitError`), every tool call it made answered."""
+    (:class:`~retinue.actors.StepLimitError`), every tool call it made answered. Not
+    stored with the session: a resume takes it from the options it is given."""

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 
 import attrs
 
 from retinue._errors import ConfigError, SessionError, StoreError
 from retinue._lossless import shown
 from retinue._options import AgentOptions
+from retinue.actors import Agent
 from retinue.session import Session
 from retinue.stores import check_session_id
+from retinue.tools import Tool, ToolRegistry
+
+from ._creation import Setup
 
 __all__ = [
     "check_kept_cwd",
@@ -21,6 +26,7 @@ __all__ = [
     "new_agent_id",
     "options_of",
     "with_cwd",
+    "with_tools",
 ]
 
 
@@ -139,3 +145,34 @@ def new_agent_id(name: object, session_id: str | None) -> str:
         raise SessionError(
             f"name {shown(name)} cannot label a session: {exc.message}", code="INVALID_SESSION_ID"
         ) from exc
+
+
+def with_tools(registry: ToolRegistry, tools: object, setup: Setup | None) -> Setup | None:
+    """*setup*, giving the agent *tools* of its own first (``registry.add(tool, agent=...)``).
+
+    *tools* are checked before any session is made or loaded: anything but an
+    iterable of :class:`~retinue.tools.Tool` (a bare Tool, a str) raises
+    ``TypeError``, and two of one name ``ConfigError``. Registered in the setup,
+    they go with the agent's teardown, or with its creation if that fails.
+    """
+    if tools is None:
+        return setup
+    if isinstance(tools, (Tool, str, bytes)) or not isinstance(tools, Iterable):
+        raise TypeError(f"tools must be an iterable of Tool, or None, got {shown(tools)}")
+    given = tuple(tools)
+    names: set[str] = set()
+    for index, tool in enumerate(given):
+        if not isinstance(tool, Tool):
+            raise TypeError(f"tools[{index}] must be a Tool, got {shown(tool)}")
+        if tool.name in names:
+            raise ConfigError(f'tools[{index}]: tool "{tool.name}" is given twice')
+        names.add(tool.name)
+    if not given:
+        return setup
+
+    def give_tools(agent: Agent) -> object:
+        for tool in given:
+            registry.add(tool, agent=agent)
+        return None if setup is None else setup(agent)
+
+    return give_tools

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from typing import final
@@ -24,7 +24,7 @@ from retinue.loop._marks import SETTING_UP, TEARING_DOWN, enter_setup, setting_u
 from retinue.providers import AdmissionController, Model
 from retinue.session import Session
 from retinue.stores import SessionStore
-from retinue.tools import ToolRegistry
+from retinue.tools import Tool, ToolRegistry
 
 from ._agent_arguments import (
     check_kept_cwd,
@@ -35,6 +35,7 @@ from ._agent_arguments import (
     new_agent_id,
     options_of,
     with_cwd,
+    with_tools,
 )
 from ._cleanups import Cleanups, scoped_cleanup, unwind
 from ._creation import Creation, Setup, core_of, run_setup
@@ -160,6 +161,7 @@ class Runtime:
         *,
         session_id: str | None = None,
         cwd: str | None = None,
+        tools: Iterable[Tool] | None = None,
         setup: Setup | None = None,
     ) -> Agent:
         """Create, publish and start an agent; returns its handle.
@@ -167,8 +169,11 @@ class Runtime:
         Its id is *session_id*, else ``<name>-session-<uuid4>`` (R13.3). *name* is a non-empty
         label, as a configured agent's is. *cwd* (an absolute path) is the session's working
         directory, recorded in its header: a shorthand for ``options.cwd``, which the agent's
-        ``options`` then report. Raises ``TypeError`` for *options* that are no
-        :class:`AgentOptions` or a *setup* that is not callable, :class:`ConfigError` for an
+        ``options`` then report. *tools* are the agent's own, beside the runtime's: registered
+        for it (as ``rt.tools.add(tool, agent=...)``) before *setup* runs, they go with its
+        teardown. Raises ``TypeError`` for *tools* that are no iterable of
+        :class:`~retinue.tools.Tool`, *options* that are no :class:`AgentOptions` or a
+        *setup* that is not callable, :class:`ConfigError` for two tools of one name, an
         invalid *cwd* or one that differs from ``options.cwd``,
         ``SessionError(INVALID_SESSION_ID)`` for an empty name or an id no store can hold, and
         ``SessionError(SESSION_ALREADY_EXISTS)`` for an id live here, stored, or claimed by
@@ -187,6 +192,7 @@ class Runtime:
         self._check_run()
         options = with_cwd(options_of(options), cwd)
         check_setup(setup)
+        setup = with_tools(self.tools, tools, setup)
         agent_id = checked_id(new_agent_id(name, session_id))
         new = partial(Session.create, agent_id, cwd=options.cwd)
         return await self._start_new(agent_id, new, options, setup)
@@ -196,6 +202,7 @@ class Runtime:
         agent_id: str,
         options: AgentOptions | None = None,
         *,
+        tools: Iterable[Tool] | None = None,
         setup: Setup | None = None,
     ) -> Agent:
         """Load *agent_id*'s session from the store (repairing a crashed tail) and start it.
@@ -210,7 +217,9 @@ class Runtime:
         waits for, it raises ``AgentError(WAITS_FOR_ITSELF)`` (``WAIT_CYCLE`` from an
         agent that teardown waits for through others).
 
-        *options* without a ``model`` keep the stored model and settings; each
+        *tools* are the agent's own, as for :meth:`create_agent`: a session stores none, nor
+        ``max_steps``, so give them again. *options* without a ``model`` keep the stored
+        model and settings; each
         setting they give (provider, temperature, max_tokens, stop) replaces
         the stored one. The session keeps the cwd of its stored header (R11.15): *options*
         whose ``cwd`` is another raise ``SessionError(CWD_MISMATCH)``, the session let go.
@@ -226,6 +235,7 @@ class Runtime:
         self._check_run()
         options = options_of(options)
         check_setup(setup)
+        setup = with_tools(self.tools, tools, setup)
         agent_id = checked_id(agent_id)
         await self._teardowns.released(agent_id)
         with self._creating(agent_id):
@@ -269,9 +279,15 @@ class Runtime:
         return source.session.fork(child_id, boundary)
 
     async def start_forked(
-        self, session: Session, options: AgentOptions | None = None, *, setup: Setup | None = None
+        self,
+        session: Session,
+        options: AgentOptions | None = None,
+        *,
+        tools: Iterable[Tool] | None = None,
+        setup: Setup | None = None,
     ) -> Agent:
-        """Start an agent on a forked session (a fresh ``startup``, R11.17).
+        """Start an agent on a forked session (a fresh ``startup``, R11.17), with *tools* of its
+        own as :meth:`create_agent` gives them.
 
         The fork keeps its source's cwd: *options* whose ``cwd`` is set to
         another raise ``SessionError(CWD_MISMATCH)``, and a *session* that is no
@@ -288,6 +304,7 @@ class Runtime:
         self._check_run()
         options = options_of(options)
         check_setup(setup)
+        setup = with_tools(self.tools, tools, setup)
         if not isinstance(session, Session):
             raise TypeError(
                 f"session must be a Session (from fork_agent_session), got {shown(session)}"
