@@ -141,3 +141,8 @@ class AgentOptions:
     steering would carry on) ends ``error`` with code ``MAX_STEPS``
     (:class:`~retinue.actors.StepLimitError`), every tool call it made answered. Not
     stored with the session: a resume takes it from the options it is given."""
+    max_prompts_per_turn: int | None = attrs.field(default=None, validator=_check_count)
+    """The most queued prompts one turn takes, an int in 1..2**53-1; ``None`` (the default)
+    takes every prompt queued when the turn starts (R3.8). With 1, two callers asking a
+    busy agent get a turn each, and each its own answer, in the order they asked.
+    Not stored with the session, as ``max_steps`` is not."""

@@ -69,7 +69,7 @@ async def _serve(core: AgentCore) -> None:  # noqa: ASYNC910 - returns only once
         # Readied before the drain: a crash readying it leaves the batch queued for the
         # restarted driver, where drained it would be lost, its asks never answered.
         state = TurnState(core, core.session.next_turn_number())
-        items = core.batch = mailbox.drain_queued()
+        items = core.batch = mailbox.drain_queued(core.options.max_prompts_per_turn)
         try:
             terminal = await _guarded_turn(core, state, items)
         except BaseException as exc:

@@ -93,19 +93,21 @@ class Mailbox:
         """Append to the steering FIFO without waking anyone (R3.3); never blocks."""
         self._steering.append((next(self._arrivals), item))
 
-    def drain_queued(self) -> list[MailboxItem]:
-        """Return and remove every queued item, in arrival order (R3.4).
+    def drain_queued(self, limit: int | None = None) -> list[MailboxItem]:
+        """Return and remove every queued item, or the first *limit*, in arrival order (R3.4).
 
         Wakes a task parked in :meth:`wait_for_change` when it takes anything.
         """
         queued = self._queued
-        items = [item for _, item in queued]
-        if queued:
+        if limit is not None and limit < len(queued):
+            items = [queued.popleft()[1] for _ in range(limit)]
+        else:
+            items = [item for _, item in queued]
             queued.clear()
-            # Only a wait_for_change parks while items are queued: the driver's own
-            # wait returns as soon as one is, and drains them itself once it runs.
-            if self._waiter is not None:
-                self.wake()
+        # Only a wait_for_change parks while items are queued: the driver's own
+        # wait returns as soon as one is, and drains them itself once it runs.
+        if items and self._waiter is not None:
+            self.wake()
         return items
 
     def withdraw(self, ticket: Ticket[object]) -> MailboxItem | None:
