@@ -82,9 +82,9 @@ async def test_a_resumed_agent_takes_its_tools_again(
 @pytest.mark.parametrize(
     ("tools", "error", "words"),
     [
-        (lookup, TypeError, "iterable of Tool"),
-        ("lookup", TypeError, "iterable of Tool"),
-        (["lookup"], TypeError, r"tools\[0\] must be a Tool"),
+        (lookup, ConfigError, "collection of Tools"),
+        ("lookup", ConfigError, "collection of Tools"),
+        (["lookup"], ConfigError, r"tools\[0\] must be a Tool"),
         ([lookup, lookup], ConfigError, 'tools\\[1\\]: tool "lookup" is given twice'),
     ],
 )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 
 import attrs
 
@@ -13,8 +12,9 @@ from retinue._options import AgentOptions
 from retinue.actors import Agent
 from retinue.session import Session
 from retinue.stores import check_session_id
-from retinue.tools import Tool, ToolRegistry
+from retinue.tools import ToolRegistry
 
+from ._arguments import tools_of
 from ._creation import Setup
 
 __all__ = [
@@ -150,20 +150,17 @@ def new_agent_id(name: object, session_id: str | None) -> str:
 def with_tools(registry: ToolRegistry, tools: object, setup: Setup | None) -> Setup | None:
     """*setup*, giving the agent *tools* of its own first (``registry.add(tool, agent=...)``).
 
-    *tools* are checked before any session is made or loaded: anything but an
-    iterable of :class:`~retinue.tools.Tool` (a bare Tool, a str) raises
-    ``TypeError``, and two of one name ``ConfigError``. Registered in the setup,
-    they go with the agent's teardown, or with its creation if that fails.
+    *tools* are checked before any session is made or loaded, as
+    ``open_runtime``'s are: anything but a collection of
+    :class:`~retinue.tools.Tool` (a bare Tool, a str), or two of one name, raises
+    ``ConfigError``. Registered in the setup, they go with the agent's teardown,
+    or with its creation if that fails.
     """
     if tools is None:
         return setup
-    if isinstance(tools, (Tool, str, bytes)) or not isinstance(tools, Iterable):
-        raise TypeError(f"tools must be an iterable of Tool, or None, got {shown(tools)}")
-    given = tuple(tools)
+    given = tools_of(tools)  # type: ignore[arg-type]  # checked there
     names: set[str] = set()
     for index, tool in enumerate(given):
-        if not isinstance(tool, Tool):
-            raise TypeError(f"tools[{index}] must be a Tool, got {shown(tool)}")
         if tool.name in names:
             raise ConfigError(f'tools[{index}]: tool "{tool.name}" is given twice')
         names.add(tool.name)

@@ -171,9 +171,9 @@ class Runtime:
         directory, recorded in its header: a shorthand for ``options.cwd``, which the agent's
         ``options`` then report. *tools* are the agent's own, beside the runtime's: registered
         for it (as ``rt.tools.add(tool, agent=...)``) before *setup* runs, they go with its
-        teardown. Raises ``TypeError`` for *tools* that are no iterable of
-        :class:`~retinue.tools.Tool`, *options* that are no :class:`AgentOptions` or a
-        *setup* that is not callable, :class:`ConfigError` for two tools of one name, an
+        teardown. Raises ``TypeError`` for *options* that are no :class:`AgentOptions` or a
+        *setup* that is not callable, :class:`ConfigError` for *tools* that are no
+        collection of :class:`~retinue.tools.Tool` or hold two of one name, an
         invalid *cwd* or one that differs from ``options.cwd``,
         ``SessionError(INVALID_SESSION_ID)`` for an empty name or an id no store can hold, and
         ``SessionError(SESSION_ALREADY_EXISTS)`` for an id live here, stored, or claimed by
