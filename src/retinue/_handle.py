@@ -8,6 +8,7 @@ from typing import Literal, Protocol, TypeAlias, final
 import attrs
 
 from ._content import ContentBlock, MessageSource
+from ._errors import AgentError
 from ._stream import Usage
 from .session import Session, TurnEndReason
 
@@ -39,6 +40,24 @@ class TurnResult:
     """The exception behind an ``error`` end, whose message and code the log keeps
     (R4.12): a provider's ``retry_after``, say, is read here. ``None`` for any
     other end, and for a turn whose answer came from the log, not its run."""
+
+    def raise_for_error(self) -> TurnResult:
+        """Raise the failure of an ``error`` end; return this result for any other end.
+
+        As ``httpx.Response.raise_for_status``: ``text = (await agent.ask(q)).raise_for_error().text``.
+        Raises :attr:`error` itself when it is an ``Exception`` (a ``ModelError``, a
+        provider's error with its ``retry_after``, ...); else (an answer read from the
+        log, or a turn a ``BaseException`` of a tool or listener ended) an
+        :class:`~retinue.AgentError` with the logged message and code, chained to it.
+        An ``aborted``, ``disposed``, ``rejected`` or ``max-tokens`` end raises nothing:
+        :attr:`reason` tells them apart.
+        """
+        reason = self.reason
+        if reason.kind != "error":
+            return self
+        if isinstance(self.error, Exception):
+            raise self.error
+        raise AgentError(reason.message or "the turn failed", code=reason.code) from self.error
 
 
 class AgentHandle(Protocol):

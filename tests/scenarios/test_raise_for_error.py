@@ -1,0 +1,86 @@
+"""``TurnResult.raise_for_error()``: raise a failed turn's error, else return the result.
+
+As ``httpx.Response.raise_for_status()`` does for a response.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+from retinue import AgentError, ModelError, TurnResult
+from retinue.session import TurnEndReason
+from retinue.testing import FinishWithError, RaiseMidStream, Reply, ScriptedModel
+from tests.helpers import OPTIONS, runtime
+
+
+class QuotaError(ModelError):
+    """A model's own failure, with a field of its own."""
+
+    retry_after = 30.0
+
+
+async def test_a_completed_turn_returns_itself(autojump_clock: trio.testing.MockClock) -> None:
+    """R4.12: a turn that completed raises nothing; the call returns the result."""
+    async with runtime(ScriptedModel([Reply("fine")])) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("go")
+        assert result.raise_for_error() is result
+        assert result.raise_for_error().text == "fine"
+
+
+async def test_a_failed_turn_raises_its_own_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.12, R7.45: a turn the model's exception ended raises that exception, its fields
+    kept; one a model's ``finish{error}`` ended raises the ``ModelError`` named so."""
+    failure = QuotaError("slow down", code="RATE_LIMITED")
+    model = ScriptedModel([RaiseMidStream(failure), FinishWithError("refused", "CONTENT_FILTER")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        first = await agent.ask("one")
+        with pytest.raises(QuotaError) as raised:
+            first.raise_for_error()
+        assert raised.value.retry_after == 30.0
+        second = await agent.ask("two")
+        with pytest.raises(ModelError, match="refused") as finish:
+            second.raise_for_error()
+        assert finish.value.code == "CONTENT_FILTER"
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        TurnEndReason.aborted("stop"),
+        TurnEndReason.disposed(),
+        TurnEndReason.max_tokens(),
+        TurnEndReason.rejected("blocked"),
+    ],
+)
+def test_ends_that_are_no_failure_raise_nothing(reason: TurnEndReason) -> None:
+    """R4.12: ``aborted``, ``disposed``, ``max-tokens`` and ``rejected`` are ends, not
+    failures: the reason tells them apart."""
+    result = TurnResult(1, reason)
+    assert result.raise_for_error() is result
+
+
+def test_an_error_read_from_the_log_raises_an_agent_error_with_its_code() -> None:
+    """R4.12: an ``error`` end without its exception (an answer read from the log) raises
+    ``AgentError`` with the logged message and code."""
+    result = TurnResult(3, TurnEndReason.error(2, "the driver crashed", "DRIVER_CRASH"))
+    with pytest.raises(AgentError, match="the driver crashed") as raised:
+        result.raise_for_error()
+    assert raised.value.code == "DRIVER_CRASH"
+
+
+def test_a_base_exception_is_not_raised_at_the_caller() -> None:
+    """R7.44: a turn a ``SystemExit`` of a tool ended raises ``AgentError`` chained to it,
+    not the ``SystemExit``, which would end the caller's program."""
+    exit_ = SystemExit(3)
+    result = TurnResult(
+        1, TurnEndReason.error(1, "a tool raised SystemExit: 3", "UNKNOWN"), error=exit_
+    )
+    with pytest.raises(AgentError) as raised:
+        result.raise_for_error()
+    assert raised.value.__cause__ is exit_
