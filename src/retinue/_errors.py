@@ -126,8 +126,9 @@ class AgentNotReadyError(AgentError):
 
 
 class StepLimitError(AgentError):
-    """A turn ran its agent's ``max_steps`` and the model still asked for more: the turn
-    ends ``error`` with this code, its last step's tool calls answered."""
+    """A turn ran its agent's ``max_steps`` and its model's tool calls (or a
+    turn-continuation listener) asked for another step: the turn ends ``error`` with this
+    code, its last step's tool calls answered."""
 
     code = "MAX_STEPS"
 

@@ -137,10 +137,11 @@ class AgentOptions:
     """The session's working directory, an absolute path, kept in its header."""
     max_steps: int | None = attrs.field(default=None, validator=_check_count)
     """The most steps (model calls) one turn may take, an int in 1..2**53-1; ``None`` for
-    no limit. A turn whose model still asks for tools after its last allowed step (or that
-    steering would carry on) ends ``error`` with code ``MAX_STEPS``
-    (:class:`~retinue.actors.StepLimitError`), every tool call it made answered. Not
-    stored with the session: a resume takes it from the options it is given."""
+    no limit. A turn whose model still asks for tools after its last allowed step (or a
+    turn-continuation listener's ``Continue``) ends ``error`` with code ``MAX_STEPS``
+    (:class:`~retinue.actors.StepLimitError`), every tool call it made answered; steering
+    sent during the last step is the next turn's prompt. Not stored with the session: a
+    resume takes it from the options it is given."""
     max_prompts_per_turn: int | None = attrs.field(default=None, validator=_check_count)
     """The most queued prompts one turn takes, an int in 1..2**53-1; ``None`` (the default)
     takes every prompt queued when the turn starts (R3.8). With 1, two callers asking a

@@ -7,6 +7,8 @@ tool call it made has its result, and the agent goes on with its next prompt.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 import trio.testing
@@ -14,9 +16,10 @@ import trio.testing
 import retinue
 from retinue import AgentOptions, ConfigError
 from retinue.actors import StepLimitError
+from retinue.hooks import Continue, HookContext
 from retinue.session import ToolResultEvent
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
-from tests.helpers import echo, last_end_reason, of_type, runtime, texts
+from tests.helpers import Next, echo, last_end_reason, of_type, runtime, texts, turn_ends
 
 
 def calls(count: int) -> list[CallTools | Reply]:
@@ -64,14 +67,9 @@ async def test_a_turn_within_max_steps_is_untouched(
     assert len(model.requests) == 2
 
 
-async def test_steering_past_max_steps_ends_the_turn_and_stays_in_the_history(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """R2.21, R7.45: with ``max_steps=1``, steering sent during the only step would carry
-    the turn into a second: the turn ends ``MAX_STEPS`` instead, with the step's answer.
-    The steering is logged in that turn, so the next turn's request carries it."""
-    model = ScriptedModel([Reply("first", delay=5), Reply("second")])
-    async with runtime(model) as rt:
+async def steer_during_first_step(model: ScriptedModel) -> tuple[retinue.TurnResult, retinue.Agent]:
+    """Ask an agent with ``max_steps=1``; steer it while its one step runs."""
+    async with runtime(model, tools=[echo]) as rt:
         agent = await rt.create_agent("a", AgentOptions(model="scripted", max_steps=1))
         async with trio.open_nursery() as nursery:
             asked: list[retinue.TurnResult] = []
@@ -82,16 +80,66 @@ async def test_steering_past_max_steps_ends_the_turn_and_stays_in_the_history(
             nursery.start_soon(ask)
             await trio.sleep(1)
             agent.steer("also this")
-        assert (asked[0].reason.kind, asked[0].reason.code) == ("error", "MAX_STEPS")
-        assert asked[0].text == "first"
-        assert len(model.requests) == 1
-        steered = of_type(agent.session.events, "steering/message")
-        assert [event.data.turn for event in steered] == [1]  # type: ignore[union-attr]
-        second = await agent.ask("next")
-        assert second.text == "second"
-        sent = [texts(message.content) for message in model.requests[1].messages]
-        assert sent == ["start", "first", '<steering source="user">also this</steering>', "next"]
+        await agent.wait_idle()
         check_session_invariants(agent.session.events)
+    return asked[0], agent
+
+
+async def test_steering_at_the_last_step_is_the_next_turns_prompt(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R3.10, R7.45: steering sent during a turn's last allowed step does not carry the
+    turn on: the turn keeps its answer (``completed``), and the steering, left queued,
+    is the next turn's prompt, which the model answers."""
+    model = ScriptedModel([Reply("first", delay=5), Reply("second")])
+    first, agent = await steer_during_first_step(model)
+    assert (first.reason.kind, first.text) == ("completed", "first")
+    assert prompts(agent) == ["start", "also this"]
+    assert turn_ends(agent.session.events) == ["completed", "completed"]
+    assert texts(model.requests[1].messages[-1].content) == "also this"
+
+
+async def test_steering_at_a_capped_step_with_calls_is_the_next_turns_prompt(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R3.10, R7.45: a last step whose tool calls end the turn ``MAX_STEPS`` leaves the
+    steering sent meanwhile queued: the next turn takes it as its prompt."""
+    model = ScriptedModel([*calls(1), Reply("second")])
+    first, agent = await steer_during_first_step(model)
+    assert (first.reason.kind, first.reason.code) == ("error", "MAX_STEPS")
+    assert prompts(agent) == ["start", "also this"]
+    assert turn_ends(agent.session.events) == ["error", "completed"]
+    assert of_type(agent.session.events, "steering/message") == []
+
+
+async def test_a_listeners_nudge_at_the_last_step_does_not_start_another_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R7.27, R7.45: a turn-continuation listener returning ``Continue(reason=...)`` at
+    the last allowed step ends the turn ``MAX_STEPS`` and its reason is dropped: it
+    becomes no prompt, so the agent goes idle after the one turn, where it looped."""
+
+    def nudge(_agent: Any, _turn: int, _decision: object, _next: Next) -> Any:
+        return Continue(reason=HookContext("keep going", "nudger"))
+
+    model = ScriptedModel([*calls(5)])
+    async with runtime(model, tools=[echo]) as rt:
+        rt.hooks.on("agent/turn-continuation", nudge)
+        agent = await rt.create_agent("a", AgentOptions(model="scripted", max_steps=2))
+        result = await agent.ask("go")
+        await agent.wait_idle()
+        assert (result.reason.code, agent.status) == ("MAX_STEPS", "idle")
+        assert "max_steps (2)" in (result.reason.message or "")
+        assert turn_ends(agent.session.events) == ["error"]
+        assert len(model.requests) == 2
+        check_session_invariants(agent.session.events)
+
+
+def prompts(agent: retinue.Agent) -> list[str]:
+    return [
+        texts(event.data.content)  # type: ignore[union-attr]
+        for event in of_type(agent.session.events, "user/message")
+    ]
 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, True, "3", 2**53])

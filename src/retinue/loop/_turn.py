@@ -384,10 +384,14 @@ def _open_step(core: AgentCore, state: TurnState, signal: StepSignal) -> Message
 
 
 async def _after_step(core: AgentCore, state: TurnState, finish: FinishReason) -> bool:
-    """Fold max-tokens, steering, continuation and turn-stop (R7.23-R7.31, R7.37)."""
+    """Fold max-tokens, steering, continuation and turn-stop (R7.23-R7.31, R7.37), and
+    the agent's ``max_steps``."""
     if finish.kind == "max-tokens":
         state.note_max_tokens()
-    steered = core.mailbox.has_steering and _drain_steering(core, state)
+    limit = core.options.max_steps
+    # A turn's last step takes no steering: left queued, it becomes the next turn's prompt.
+    last = limit is not None and state.step >= limit
+    steered = not last and core.mailbox.has_steering and _drain_steering(core, state)
     state.close_step()
     if state.error_recorded:
         return False  # noqa: ASYNC910 - per step; a recorded error ends the turn, and the driver's mailbox wait follows
@@ -399,9 +403,9 @@ async def _after_step(core: AgentCore, state: TurnState, finish: FinishReason) -
             "agent/turn-continuation", decision, core.agent, state.turn, decision, scope=core.id
         )
     cancelled = core.cancel_marker or core.disposed
-    if isinstance(decision, Continue) and decision.reason is not None and not cancelled:
-        # A cancel has cleared the FIFOs for good (R2.25): a reason from the
-        # turn it ended must not become the next prompt.
+    # A cancel has cleared the FIFOs for good (R2.25): a reason from the turn it ended
+    # must not become the next prompt, nor one nudging a turn on past its last step.
+    if isinstance(decision, Continue) and decision.reason is not None and not (cancelled or last):
         core.mailbox.steer(MailboxItem(decision.reason.content, decision.reason.source))
     should_continue = isinstance(decision, Continue) or core.mailbox.has_steering
     verdict = None
@@ -416,17 +420,17 @@ async def _after_step(core: AgentCore, state: TurnState, finish: FinishReason) -
     if core.cancel_marker or core.disposed:
         state.set_interrupted()
         return False  # noqa: ASYNC910 - per step; the turn ends, and the driver's mailbox wait follows
-    limit = core.options.max_steps
-    if should_continue and limit is not None and state.step >= limit:
-        state.record_error(_step_limit(core, state, limit))
+    if last and should_continue:
+        if isinstance(decision, Continue):  # the model's tool calls, or a listener, want a step
+            state.record_error(_step_limit(core, state))
         return False  # noqa: ASYNC910 - per step; the turn ends, and the driver's mailbox wait follows
     return should_continue  # noqa: ASYNC910 - per step; seams nobody listens to add no schedule point, and the next step's stream is one
 
 
-def _step_limit(core: AgentCore, state: TurnState, limit: int) -> StepLimitError:
+def _step_limit(core: AgentCore, state: TurnState) -> StepLimitError:
     """The error of a turn that would take a step past its agent's ``max_steps``."""
-    wanted = "the model's tool calls" if state.calls.calls else "steering or a listener"
+    wanted = "the model's tool calls" if state.calls.calls else "a turn-continuation listener"
     return StepLimitError(
-        f"agent {core.id!r}: turn {state.turn} ran its max_steps ({limit}), and {wanted} "
-        "asked for another step"
+        f"agent {core.id!r}: turn {state.turn} ran its max_steps ({core.options.max_steps}), "
+        f"and {wanted} asked for another step"
     )
