@@ -82,3 +82,13 @@ def test_a_retryable_given_is_kept() -> None:
     """A caller's own judgement stands over the one its class would make."""
     assert RateLimitError("slow down", retryable=False).retryable is False
     assert ProviderError("flaky", retryable=True).retryable is True
+
+
+def test_a_rate_limit_naming_a_spent_quota_without_a_status_is_not_retryable() -> None:
+    """R10.3: a spent quota named by its code alone is final, as with a 429 status."""
+    assert RateLimitError("spent", code="QUOTA_EXHAUSTED").retryable is False
+
+
+async def test_a_spent_quota_without_a_status_is_not_retried() -> None:
+    """R10.3: the default policy does not retry a spent quota named by its code alone."""
+    assert not await _retried(RateLimitError("spent", code="QUOTA_EXHAUSTED"))

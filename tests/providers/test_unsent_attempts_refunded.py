@@ -16,6 +16,7 @@ from retinue.providers import (
     RetryPolicy,
     manage,
 )
+from retinue.providers._pools import PoolsClosedError
 from retinue.providers.openai import OpenAIModel
 
 from .support import make_request
@@ -89,3 +90,23 @@ async def test_missing_credentials_give_the_charge_back(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     async with OpenAIModel(transport=_Failing(RuntimeError())) as model:
         assert await _charged(model) == ("MISSING_CREDENTIALS", 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (httpx2.ConnectTimeout("connect timed out"), "TIMEOUT"),
+        (httpx2.ProxyError("the proxy refused the CONNECT"), "CONNECTION_ERROR"),
+        (PoolsClosedError("the adapter's connection pools are closed"), "CONNECTION_ERROR"),
+        (httpx2.LocalProtocolError("Illegal header value b'a\\nb'"), "CLIENT_ERROR"),
+    ],
+    ids=["connect-timeout", "proxy-refused", "pools-closed", "invalid-http"],
+)
+async def test_a_request_that_never_left_gives_its_charge_back(
+    autojump_clock: trio.abc.Clock, error: Exception, code: str
+) -> None:
+    """R12.9: the request reached no provider: its lane counts neither it nor its tokens."""
+    async with OpenAIModel(
+        transport=_Failing(error), base_url="http://mock/v1", api_key="k"
+    ) as model:
+        assert await _charged(model) == (code, 0, 0)

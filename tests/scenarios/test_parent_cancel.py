@@ -11,6 +11,8 @@ running, as an ask from outside any agent does.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 import trio.testing
@@ -19,7 +21,7 @@ import retinue
 from retinue import AgentOptions, TurnResult
 from retinue.session import ToolResultEvent, TurnEnd, UserMessage
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
-from tests.helpers import of_type, runtime
+from tests.helpers import Next, of_type, runtime
 
 Peers = dict[str, retinue.Agent]
 
@@ -392,3 +394,175 @@ async def _ask_wait_and_cancel_at_once() -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(wait_for_worker)
             nursery.start_soon(cancel_orch)
+
+
+async def test_the_workers_own_cancel_reason_wins_over_a_later_parent_cause(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.23 "the first cause wins": the worker's turn for ``orch`` was cancelled on its
+    own first, and is still unwinding (a tool's shielded cleanup) when ``orch`` is
+    cancelled: the later parent cause does not rename why the turn ended."""
+    peers: Peers = {}
+
+    @retinue.tool
+    async def stubborn() -> str:
+        """Finish a shielded piece of work even when cancelled."""
+        try:
+            await trio.sleep(100)
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.sleep(5)
+        return "ok"
+
+    model = ScriptedModel(
+        {
+            "orch": calling_orchestrator(),
+            "worker": [CallTools([ToolCallSpec("stubborn", "{}", id="w1")]), Reply("next")],
+        }
+    )
+    async with runtime(model, tools=[delegate(peers), stubborn]) as rt:
+        await start(rt, peers)
+        peers["orch"].send("go")
+        await trio.sleep(10)
+        assert peers["worker"].status == "running"
+        peers["worker"].cancel("worker's own")
+        await trio.sleep(1)  # the worker's tool is in its shielded cleanup
+        peers["orch"].cancel("stop")
+        await peers["worker"].wait_idle()
+        await peers["orch"].wait_idle()
+        assert turn_ends(peers["worker"]) == ["aborted: worker's own"]
+
+
+async def test_withdrawing_a_queued_ask_does_not_end_a_wait_idle_on_a_running_worker(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.29, R2.32: the worker runs another caller's turn while ``orch``'s ask waits
+    queued; withdrawing that ask leaves the queue empty, but the worker still runs:
+    a ``wait_idle`` made meanwhile ends only with that turn."""
+    peers: Peers = {}
+    model = ScriptedModel(
+        {"orch": calling_orchestrator(), "worker": [Reply("busy", delay=100), Reply("later")]}
+    )
+    async with runtime(model, tools=[delegate(peers)]) as rt:
+        await start(rt, peers)
+        peers["worker"].send("first")
+        await trio.sleep(1)
+        peers["orch"].send("go")
+        await trio.sleep(10)
+        idle_at: list[float] = []
+
+        async def wait_for_worker() -> None:
+            await peers["worker"].wait_idle()
+            idle_at.append(trio.current_time())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait_for_worker)
+            await trio.sleep(1)
+            started = trio.current_time()
+            peers["orch"].cancel()
+        assert peers["worker"].status == "idle"
+        assert idle_at[0] - started > 50  # the "busy" turn still had ~89 s to run
+        assert turn_ends(peers["worker"]) == ["completed"]
+
+
+@pytest.mark.timeout(30)
+async def test_a_sync_tools_withdrawn_ask_is_answered_aborted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.29: a sync body's ask waits queued behind another caller's turn; cancelling
+    ``orch`` abandons the body and withdraws the prompt, which is answered ``aborted``
+    naming the parent: the body's thread gets its answer rather than waiting for good."""
+    autojump_clock.autojump_threshold = 1.0
+    peers: Peers = {}
+    answers: list[TurnResult] = []
+    returned = trio.Event()
+    token = trio.lowlevel.current_trio_token()
+
+    @retinue.tool(name="ask_worker")
+    def ask_in_thread() -> str:
+        """Ask the worker from a worker thread."""
+        result = trio.from_thread.run(peers["worker"].ask, "orch asks")
+        answers.append(result)
+        trio.from_thread.run_sync(returned.set, trio_token=token)
+        return result.text
+
+    model = ScriptedModel(
+        {"orch": calling_orchestrator(), "worker": [Reply("busy", delay=100), Reply("later")]}
+    )
+    async with runtime(model, tools=[ask_in_thread]) as rt:
+        await start(rt, peers)
+        peers["worker"].send("first")
+        await trio.sleep(1)
+        peers["orch"].send("go")
+        await trio.sleep(10)
+        peers["orch"].cancel("stop")
+        with trio.fail_after(50):  # virtual: well before the "busy" turn ends
+            await returned.wait()
+        assert answers[0].reason.kind == "aborted"
+        assert answers[0].reason.reason == "parent agent 'orch' was cancelled: stop"
+        await peers["worker"].wait_idle()
+        assert prompts(peers["worker"]) == ["first"]
+
+
+async def test_a_parent_cancel_during_the_workers_tool_ends_the_workers_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.29: ``orch`` is cancelled while the worker's turn runs a tool; the worker's
+    turn ends aborted after that tool, without another model step."""
+    peers: Peers = {}
+
+    @retinue.tool
+    async def slow() -> str:
+        """Take a while."""
+        await trio.sleep(50)
+        return "ok"
+
+    model = ScriptedModel(
+        {
+            "orch": calling_orchestrator(),
+            "worker": [CallTools([ToolCallSpec("slow", "{}", id="w1")]), Reply("after tool")],
+        }
+    )
+    async with runtime(model, tools=[delegate(peers), slow]) as rt:
+        await start(rt, peers)
+        peers["orch"].send("go")
+        await trio.sleep(10)
+        peers["orch"].cancel("stop")
+        await peers["orch"].wait_idle()
+        await peers["worker"].wait_idle()
+        assert turn_ends(peers["worker"]) == ["aborted: parent agent 'orch' was cancelled: stop"]
+
+
+async def test_a_parent_cancel_between_the_workers_steps_ends_its_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.29, R2.24: ``orch`` is cancelled while the worker's turn is between steps (its
+    ``agent/turn-continuation`` listener runs, no step window open): as a cancel there
+    does, the parent cause ends the turn before another model step."""
+    peers: Peers = {}
+
+    @retinue.tool
+    async def quick() -> str:
+        """Return at once."""
+        return "ok"
+
+    async def pondering(_agent: retinue.Agent, _turn: int, _default: object, next_: Next) -> Any:
+        await trio.sleep(50)
+        return await next_()
+
+    model = ScriptedModel(
+        {
+            "orch": calling_orchestrator(),
+            "worker": [CallTools([ToolCallSpec("quick", "{}", id="w1")]), Reply("after tool")],
+        }
+    )
+    async with runtime(model, tools=[delegate(peers), quick]) as rt:
+        await start(rt, peers)
+        rt.hooks.on("agent/turn-continuation", pondering, agent=peers["worker"])
+        peers["orch"].send("go")
+        await trio.sleep(10)
+        peers["orch"].cancel("stop")
+        await peers["orch"].wait_idle()
+        await peers["worker"].wait_idle()
+        assert turn_ends(peers["worker"]) == ["aborted: parent agent 'orch' was cancelled: stop"]
+        assert len(of_type(peers["worker"].session.events, "step/start")) == 1

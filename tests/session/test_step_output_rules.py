@@ -340,3 +340,38 @@ def test_a_rewrite_inside_a_step_is_no_output_of_it() -> None:
     session.append(RequestHeader(EpochHeader(LlmCallConfig("m")), "initial"))
     session.append(AssistantMessage(2, 1, TEXT), surface="append")
     check_session_invariants(session.events)
+
+
+def test_an_answered_call_is_not_made_again() -> None:
+    """R4.15: a tool/call for a call the step made and answered is refused too, not only
+    one still waiting for its result."""
+    session = _step()
+    _message(session)
+    _result(session, "a", _call(session, "a"))
+    _refused(
+        session, lambda s: _call(s, "a"), "STEP_OUTPUT", "'a': the step made this call already"
+    )
+
+
+def test_a_result_is_sourced_from_its_call_alone() -> None:
+    """R9.17: a result whose sources name its call and more is refused."""
+    session = _step()
+    _message(session)
+    call = _call(session, "a")
+    _refused(
+        session,
+        lambda s: s.append(
+            ToolResultEvent(1, 1, "a", TEXT), surface="append", source_event_seqs=[call, 1]
+        ),
+        "CALL_RESULTS",
+        f"sourced from [{call}, 1], not [{call}], its call",
+    )
+
+
+def test_a_request_header_between_steps_is_no_output_of_the_step_before() -> None:
+    """R7.34 holds inside an open step only: a header logged after a step's end is not
+    refused for that closed step's model output."""
+    session = _step()
+    _message(session, TEXT)
+    session.append(StepEnd(1, 1))
+    session.append(RequestHeader(EpochHeader(LlmCallConfig("m")), "initial"))

@@ -158,3 +158,19 @@ async def test_a_jsonl_group_undone_after_linking_a_new_file_keeps_its_claim(
             assert await refusal(_taken(second, "s")) == DUPLICATE
             await first.detach(session)
             assert lines((await second.load("s")).events) == lines(session.events)
+
+
+async def test_a_claim_refused_as_a_duplicate_leaves_the_stored_session_to_other_stores(
+    blocking_kit: StoreKit,
+) -> None:
+    """R12.2: ``second`` claims an id ``first`` stored and let go: refused as a duplicate,
+    it keeps no hold on the session, which ``first`` loads again, and can go on writing."""
+    with trio.fail_after(REAL_DEADLINE):
+        async with blocking_kit.open() as first, blocking_kit.open() as second:
+            old = Session.create("old")
+            first.attach_new(old)
+            run_turn(old)
+            await first.detach(old)
+            assert await refusal(_taken(second, "old")) == DUPLICATE
+            again = await first.load("old")
+            assert lines(again.events) == lines(old.events)
