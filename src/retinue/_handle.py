@@ -9,6 +9,7 @@ import attrs
 
 from ._content import ContentBlock, MessageSource
 from ._errors import AgentError
+from ._fresh_errors import copied_error
 from ._stream import Usage
 from .session import Session, TurnEndReason
 
@@ -45,9 +46,12 @@ class TurnResult:
         """Raise the failure of an ``error`` end; return this result for any other end.
 
         As ``httpx.Response.raise_for_status``: ``text = (await agent.ask(q)).raise_for_error().text``.
-        Raises :attr:`error` itself when it is an ``Exception`` (a ``ModelError``, a
-        provider's error with its ``retry_after``, ...); else (an answer read from the
-        log, or a turn a ``BaseException`` of a tool or listener ended) an
+        When :attr:`error` is an ``Exception`` (a ``ModelError``, a provider's error with
+        its ``retry_after``, ...) it raises a fresh copy of it, of its type and with its
+        fields, chained to it (``__cause__``, which holds the turn's traceback): each
+        call, in any task (two asks a turn served share one result), has a traceback of
+        its own. Else (an answer read from the log, a turn a ``BaseException`` of a tool
+        or listener ended, an error that cannot be copied) it raises an
         :class:`~retinue.AgentError` with the logged message and code, chained to it.
         An ``aborted``, ``disposed``, ``rejected`` or ``max-tokens`` end raises nothing:
         :attr:`reason` tells them apart.
@@ -55,9 +59,11 @@ class TurnResult:
         reason = self.reason
         if reason.kind != "error":
             return self
-        if isinstance(self.error, Exception):
-            raise self.error
-        raise AgentError(reason.message or "the turn failed", code=reason.code) from self.error
+        error = self.error
+        fresh = copied_error(error) if isinstance(error, Exception) else None
+        if fresh is None:
+            fresh = AgentError(reason.message or "the turn failed", code=reason.code)
+        raise fresh from error
 
 
 class AgentHandle(Protocol):

@@ -146,4 +146,5 @@ class AgentOptions:
     """The most queued prompts one turn takes, an int in 1..2**53-1; ``None`` (the default)
     takes every prompt queued when the turn starts (R3.8). With 1, two callers asking a
     busy agent get a turn each, and each its own answer, in the order they asked.
-    Not stored with the session, as ``max_steps`` is not."""
+    Steering a turn left over is queued as prompts, each counted as one (with 1, two
+    such steers run two turns). Not stored with the session, as ``max_steps`` is not."""

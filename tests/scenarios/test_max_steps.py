@@ -16,7 +16,7 @@ import trio.testing
 import retinue
 from retinue import AgentOptions, ConfigError
 from retinue.actors import StepLimitError
-from retinue.hooks import Continue, HookContext
+from retinue.hooks import Continue, HookContext, Stop
 from retinue.session import ToolResultEvent
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
 from tests.helpers import Next, echo, last_end_reason, of_type, runtime, texts, turn_ends
@@ -67,9 +67,17 @@ async def test_a_turn_within_max_steps_is_untouched(
     assert len(model.requests) == 2
 
 
-async def steer_during_first_step(model: ScriptedModel) -> tuple[retinue.TurnResult, retinue.Agent]:
+def stop_the_turn(_agent: retinue.Agent, _turn: int) -> Stop:
+    return Stop()
+
+
+async def steer_during_first_step(
+    model: ScriptedModel, *, turn_stop: bool = False
+) -> tuple[retinue.TurnResult, retinue.Agent]:
     """Ask an agent with ``max_steps=1``; steer it while its one step runs."""
     async with runtime(model, tools=[echo]) as rt:
+        if turn_stop:
+            rt.hooks.on("agent/turn-stop", stop_the_turn)
         agent = await rt.create_agent("a", AgentOptions(model="scripted", max_steps=1))
         async with trio.open_nursery() as nursery:
             asked: list[retinue.TurnResult] = []
@@ -110,6 +118,22 @@ async def test_steering_at_a_capped_step_with_calls_is_the_next_turns_prompt(
     assert prompts(agent) == ["start", "also this"]
     assert turn_ends(agent.session.events) == ["error", "completed"]
     assert of_type(agent.session.events, "steering/message") == []
+
+
+@pytest.mark.parametrize("model", ["reply", "calls"])
+async def test_a_turn_stop_at_the_last_step_keeps_the_steering_for_the_next_turn(
+    autojump_clock: trio.testing.MockClock, model: str
+) -> None:
+    """R3.10, R7.37: a turn-stop listener's ``Stop()`` discards the steering a turn took
+    no step for, but a last step under ``max_steps`` takes none: what it left queued is
+    still the next turn's prompt, as the cap promises, where the stop dropped it."""
+    slow_calls = CallTools([ToolCallSpec("echo", '{"text": "x"}')], delay=5)
+    first_step = Reply("first", delay=5) if model == "reply" else slow_calls
+    script = ScriptedModel([first_step, Reply("second")])
+    first, agent = await steer_during_first_step(script, turn_stop=True)
+    assert first.reason.kind == "completed"
+    assert prompts(agent) == ["start", "also this"]
+    assert texts(script.requests[1].messages[-1].content) == "also this"
 
 
 async def test_a_listeners_nudge_at_the_last_step_does_not_start_another_turn(

@@ -5,6 +5,8 @@ As ``httpx.Response.raise_for_status()`` does for a response.
 
 from __future__ import annotations
 
+import traceback
+
 import pytest
 import trio
 import trio.testing
@@ -43,6 +45,9 @@ async def test_a_failed_turn_raises_its_own_error(
         with pytest.raises(QuotaError) as raised:
             first.raise_for_error()
         assert raised.value.retry_after == 30.0
+        assert (raised.value.message, raised.value.code) == ("slow down", "RATE_LIMITED")
+        assert raised.value is not first.error
+        assert raised.value.__cause__ is first.error
         second = await agent.ask("two")
         with pytest.raises(ModelError, match="refused") as finish:
             second.raise_for_error()
@@ -84,3 +89,24 @@ def test_a_base_exception_is_not_raised_at_the_caller() -> None:
     with pytest.raises(AgentError) as raised:
         result.raise_for_error()
     assert raised.value.__cause__ is exit_
+
+
+def test_each_call_raises_an_error_of_its_own() -> None:
+    """R4.12: a result two asks share is raised from more than one place: each call raises
+    a copy of its own, so no traceback grows from call to call and the stored error, with
+    the turn's traceback, is left as it was."""
+    try:
+        raise ModelError("the stream broke", code="STREAM_ERROR")
+    except ModelError as error:
+        stored = error
+    result = TurnResult(1, TurnEndReason.error(1, "the stream broke", "STREAM_ERROR"), error=stored)
+    depth = len(traceback.extract_tb(stored.__traceback__))
+    raised: list[ModelError] = []
+    for _ in range(3):
+        with pytest.raises(ModelError) as caught:
+            result.raise_for_error()
+        raised.append(caught.value)
+    assert len({len(traceback.extract_tb(error.__traceback__)) for error in raised}) == 1
+    assert len({id(error) for error in raised}) == 3
+    assert all(error.__cause__ is stored and error.code == "STREAM_ERROR" for error in raised)
+    assert len(traceback.extract_tb(stored.__traceback__)) == depth

@@ -414,7 +414,10 @@ async def _after_step(core: AgentCore, state: TurnState, finish: FinishReason) -
             "agent/turn-stop", core.agent, state.turn, scope=core.id
         )
     if verdict is not None:
-        core.mailbox.drain_steering()
+        if last:  # the steering a last step left queued is the next turn's prompt still
+            core.mailbox.requeue_steering()
+        else:
+            core.mailbox.drain_steering()
         state.terminal = True
         should_continue = False
     if core.cancel_marker or core.disposed:

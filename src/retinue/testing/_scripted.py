@@ -14,10 +14,10 @@ import trio
 from retinue._callables import is_async
 from retinue._content import ToolCall
 from retinue._errors import ModelError
+from retinue._fresh_errors import fresh_error
 from retinue._lossless import shown_short
 from retinue._request import ModelRequest
 from retinue._stream import BlockEnd, StreamChunk, ToolCallDelta, Usage
-from retinue.testing._fresh_errors import fresh_error
 from retinue.testing._steps import (
     CallTools,
     Plan,

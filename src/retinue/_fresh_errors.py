@@ -1,11 +1,12 @@
-"""A fresh copy of an error a script raises, so replays never share one or grow its traceback."""
+"""A fresh copy of an error raised again (a script's replay, a turn's result), so that raises
+never share one error or grow its traceback."""
 
 from __future__ import annotations
 
 import copy
 from types import FunctionType
 
-__all__ = ["fresh_error"]
+__all__ = ["copied_error", "fresh_error"]
 
 
 def fresh_error(error: BaseException) -> BaseException:
@@ -19,14 +20,23 @@ def fresh_error(error: BaseException) -> BaseException:
     """
     if error.__traceback__ is None:
         return error
+    fresh = copied_error(error)
+    if fresh is None:
+        return error.with_traceback(None)
+    fresh.__cause__ = error.__cause__
+    fresh.__suppress_context__ = error.__suppress_context__
+    return fresh
+
+
+def copied_error(error: BaseException) -> BaseException | None:
+    """A copy of *error* (see :func:`_copy_of`) with its notes, no traceback, cause or
+    context; ``None`` if its type cannot be created again from its args."""
     try:
         fresh = _copy_of(error)
     except Exception:
-        return error.with_traceback(None)
+        return None
     if hasattr(error, "__notes__"):
         fresh.__notes__ = list(error.__notes__)
-    fresh.__cause__ = error.__cause__
-    fresh.__suppress_context__ = error.__suppress_context__
     return fresh
 
 
