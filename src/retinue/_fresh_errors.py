@@ -33,10 +33,10 @@ def copied_error(error: BaseException) -> BaseException | None:
     context; ``None`` if its type cannot be created again from its args."""
     try:
         fresh = _copy_of(error)
+        if hasattr(error, "__notes__"):
+            fresh.__notes__ = list(error.__notes__)
     except Exception:
         return None
-    if hasattr(error, "__notes__"):
-        fresh.__notes__ = list(error.__notes__)
     return fresh
 
 
@@ -69,5 +69,7 @@ def _slot_names(kind: type) -> list[str]:
     names: list[str] = []
     for base in kind.__mro__:
         slots = vars(base).get("__slots__", ())
-        names += [slots] if isinstance(slots, str) else [n for n in slots if n != "__dict__"]
-    return names
+        names += [slots] if isinstance(slots, str) else list(slots)
+    # Not fields: the instance dict is copied apart, and the weak-reference slot (an attrs
+    # class has one) cannot be written.
+    return [name for name in names if name not in ("__dict__", "__weakref__")]

@@ -50,8 +50,9 @@ class TurnResult:
         its ``retry_after``, ...) it raises a fresh copy of it, of its type and with its
         fields, chained to it (``__cause__``, which holds the turn's traceback): each
         call, in any task (two asks a turn served share one result), has a traceback of
-        its own. Else (an answer read from the log, a turn a ``BaseException`` of a tool
-        or listener ended, an error that cannot be copied) it raises an
+        its own; one that cannot be copied (its type refuses its args, a frozen attrs
+        class) is raised itself. Else (an answer read from the log, a turn a
+        ``BaseException`` of a tool or listener ended) it raises an
         :class:`~retinue.AgentError` with the logged message and code, chained to it.
         An ``aborted``, ``disposed``, ``rejected`` or ``max-tokens`` end raises nothing:
         :attr:`reason` tells them apart.
@@ -60,10 +61,12 @@ class TurnResult:
         if reason.kind != "error":
             return self
         error = self.error
-        fresh = copied_error(error) if isinstance(error, Exception) else None
-        if fresh is None:
-            fresh = AgentError(reason.message or "the turn failed", code=reason.code)
-        raise fresh from error
+        if isinstance(error, Exception):
+            copy = copied_error(error)
+            if copy is None:
+                raise error
+            raise copy from error
+        raise AgentError(reason.message or "the turn failed", code=reason.code) from error
 
 
 class AgentHandle(Protocol):

@@ -136,6 +136,29 @@ async def test_a_turn_stop_at_the_last_step_keeps_the_steering_for_the_next_turn
     assert texts(script.requests[1].messages[-1].content) == "also this"
 
 
+async def test_a_turn_stop_still_drops_steering_a_listener_sent_after_the_last_step(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R3.11, R7.37: steering a continuation listener sends after a capped turn's last step
+    is dropped by a turn-stop's ``Stop()``, as without a cap: it starts no turn, where
+    an agent steered so every turn ran turns for ever."""
+
+    def steer_on(agent: retinue.Agent, _turn: int, _decision: object, next_: Next) -> Any:
+        agent.steer("and one more thing")
+        return next_()
+
+    model = ScriptedModel([Reply("first", delay=1)] * 5)
+    async with runtime(model) as rt:
+        rt.hooks.on("agent/turn-continuation", steer_on)
+        rt.hooks.on("agent/turn-stop", stop_the_turn)
+        agent = await rt.create_agent("a", AgentOptions(model="scripted", max_steps=1))
+        result = await agent.ask("go")
+        await agent.wait_idle()
+        assert (result.reason.kind, agent.status) == ("completed", "idle")
+        assert turn_ends(agent.session.events) == ["completed"]
+        assert len(model.requests) == 1
+
+
 async def test_a_listeners_nudge_at_the_last_step_does_not_start_another_turn(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

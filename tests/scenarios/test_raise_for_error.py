@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import traceback
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -110,3 +111,33 @@ def test_each_call_raises_an_error_of_its_own() -> None:
     assert len({id(error) for error in raised}) == 3
     assert all(error.__cause__ is stored and error.code == "STREAM_ERROR" for error in raised)
     assert len(traceback.extract_tb(stored.__traceback__)) == depth
+
+
+@attrs.define
+class SlottedError(Exception):
+    """An attrs exception: slots, and a weak-reference slot no copy can write."""
+
+    detail: str
+
+
+@attrs.frozen
+class FrozenError(Exception):
+    """An exception no copy can be made of: its fields cannot be set."""
+
+    detail: str
+
+
+@pytest.mark.parametrize("kind", [SlottedError, FrozenError])
+def test_an_attrs_error_keeps_its_type(kind: type[SlottedError | FrozenError]) -> None:
+    """R4.12: an attrs exception is raised as its own type, with its fields: copied when
+    it can be, else the stored error itself (an ``except`` for its type still catches it)."""
+    try:
+        raise kind("why")
+    except kind as error:
+        stored = error
+    result = TurnResult(1, TurnEndReason.error(1, "why", None), error=stored)
+    with pytest.raises(kind) as caught:
+        result.raise_for_error()
+    raised = caught.value
+    assert isinstance(raised, SlottedError | FrozenError)
+    assert raised.detail == "why"

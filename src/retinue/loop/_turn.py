@@ -389,8 +389,11 @@ async def _after_step(core: AgentCore, state: TurnState, finish: FinishReason) -
     if finish.kind == "max-tokens":
         state.note_max_tokens()
     limit = core.options.max_steps
-    # A turn's last step takes no steering: left queued, it becomes the next turn's prompt.
     last = limit is not None and state.step >= limit
+    if last:
+        # A turn's last step takes no steering: what came meanwhile is the next turn's
+        # prompt. Steering coming later (from a listener) is as any turn's: a turn-stop drops it.
+        core.mailbox.requeue_steering()
     steered = not last and core.mailbox.has_steering and _drain_steering(core, state)
     state.close_step()
     if state.error_recorded:
@@ -414,10 +417,7 @@ async def _after_step(core: AgentCore, state: TurnState, finish: FinishReason) -
             "agent/turn-stop", core.agent, state.turn, scope=core.id
         )
     if verdict is not None:
-        if last:  # the steering a last step left queued is the next turn's prompt still
-            core.mailbox.requeue_steering()
-        else:
-            core.mailbox.drain_steering()
+        core.mailbox.drain_steering()
         state.terminal = True
         should_continue = False
     if core.cancel_marker or core.disposed:
