@@ -63,6 +63,16 @@ def prompts(agent: retinue.Agent) -> list[str]:
     return texts
 
 
+def worker_calling(tool: str, *, then: str) -> ScriptedModel:
+    """``orch`` asks the worker, whose turn calls *tool* once and then answers *then*."""
+    return ScriptedModel(
+        {
+            "orch": calling_orchestrator(),
+            "worker": [CallTools([ToolCallSpec(tool, "{}", id="w1")]), Reply(then)],
+        }
+    )
+
+
 async def start(rt: retinue.Runtime, peers: Peers) -> None:
     for name in ("orch", "worker"):
         peers[name] = await rt.create_agent(name, AgentOptions(model=name), session_id=name)
@@ -414,12 +424,7 @@ async def test_the_workers_own_cancel_reason_wins_over_a_later_parent_cause(
                 await trio.sleep(5)
         return "ok"
 
-    model = ScriptedModel(
-        {
-            "orch": calling_orchestrator(),
-            "worker": [CallTools([ToolCallSpec("stubborn", "{}", id="w1")]), Reply("next")],
-        }
-    )
+    model = worker_calling("stubborn", then="next")
     async with runtime(model, tools=[delegate(peers), stubborn]) as rt:
         await start(rt, peers)
         peers["orch"].send("go")
@@ -517,12 +522,7 @@ async def test_a_parent_cancel_during_the_workers_tool_ends_the_workers_turn(
         await trio.sleep(50)
         return "ok"
 
-    model = ScriptedModel(
-        {
-            "orch": calling_orchestrator(),
-            "worker": [CallTools([ToolCallSpec("slow", "{}", id="w1")]), Reply("after tool")],
-        }
-    )
+    model = worker_calling("slow", then="after tool")
     async with runtime(model, tools=[delegate(peers), slow]) as rt:
         await start(rt, peers)
         peers["orch"].send("go")
@@ -550,12 +550,7 @@ async def test_a_parent_cancel_between_the_workers_steps_ends_its_turn(
         await trio.sleep(50)
         return await next_()
 
-    model = ScriptedModel(
-        {
-            "orch": calling_orchestrator(),
-            "worker": [CallTools([ToolCallSpec("quick", "{}", id="w1")]), Reply("after tool")],
-        }
-    )
+    model = worker_calling("quick", then="after tool")
     async with runtime(model, tools=[delegate(peers), quick]) as rt:
         await start(rt, peers)
         rt.hooks.on("agent/turn-continuation", pondering, agent=peers["worker"])
