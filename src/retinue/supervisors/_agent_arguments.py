@@ -158,7 +158,7 @@ def with_tools(registry: ToolRegistry, tools: object, setup: Setup | None) -> Se
     """
     if tools is None:
         return setup
-    given = tools_of(tools)  # type: ignore[arg-type]  # checked there
+    given = tools_of(tools)
     names: set[str] = set()
     for index, tool in enumerate(given):
         if tool.name in names:

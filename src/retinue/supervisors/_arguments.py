@@ -168,15 +168,16 @@ def models_of(models: Model | Mapping[str, Model]) -> Model:
         raise ConfigError(f"models: {exc}") from exc
 
 
-def tools_of(tools: Iterable[Tool]) -> tuple[Tool, ...]:
-    """The global tools, each one a :class:`Tool`."""
-    if collection_error(tools) is not None:
+def tools_of(tools: object) -> tuple[Tool, ...]:
+    """*tools*, a collection of :class:`Tool` (the runtime's, or one agent's own), as a tuple."""
+    if collection_error(tools) is not None or not isinstance(tools, Iterable):
         raise ConfigError(f"tools must be a collection of Tools, got {shown_short(tools)}")
-    listed = tuple(tools)
-    for index, item in enumerate(listed):
+    listed: list[Tool] = []
+    for index, item in enumerate(tools):
         if not isinstance(item, Tool):
             raise ConfigError(f"tools[{index}] must be a Tool, got {shown_short(item)}")
-    return listed
+        listed.append(item)
+    return tuple(listed)
 
 
 def variables_of(variables: Mapping[str, str | None] | None) -> dict[str, str | None]:
