@@ -25,11 +25,11 @@ __all__ = [
     "InvalidValuesError",
     "both_identities",
     "check_cap",
+    "check_count",
     "check_cwd",
     "check_exact_id",
     "check_flag",
     "check_label",
-    "check_max_tokens",
     "check_name",
     "check_session_id",
     "duplicate_identities",
@@ -80,11 +80,13 @@ def check_cap(_instance: object, _attribute: object, value: int) -> None:
         )
 
 
-def check_max_tokens(_instance: object, _attribute: object, value: int | None) -> None:
-    """Refuse a ``max_tokens`` outside 1..2**53-1; None passes."""
+def check_count(
+    _instance: object, attribute: attrs.Attribute[int | None], value: int | None
+) -> None:
+    """Refuse a count (``max_tokens``, ``max_steps``, ...) outside 1..2**53-1; None passes."""
     if value is not None and (type(value) is not int or not 0 < value <= MAX_SAFE_INTEGER):
         raise InvalidValueError(
-            "max_tokens", f"must be an integer in 1..2**53-1, got {shown_short(value)}"
+            attribute.name, f"must be an integer in 1..2**53-1, got {shown_short(value)}"
         )
 
 

@@ -35,11 +35,11 @@ from retinue._config_checks import (
     InvalidValuesError,
     both_identities,
     check_cap,
+    check_count,
     check_cwd,
     check_exact_id,
     check_flag,
     check_label,
-    check_max_tokens,
     check_name,
     check_session_id,
     duplicate_identities,
@@ -114,8 +114,15 @@ class AgentEntry:
     """The provider half of the model route."""
     model: str | None = attrs.field(default=None, kw_only=True, validator=check_name)
     """The model name."""
-    max_tokens: int | None = attrs.field(default=None, kw_only=True, validator=check_max_tokens)
+    max_tokens: int | None = attrs.field(default=None, kw_only=True, validator=check_count)
     """The per-request output limit, 1..2**53-1."""
+    max_steps: int | None = attrs.field(default=None, kw_only=True, validator=check_count)
+    """The most steps one turn may take, 1..2**53-1 (``AgentOptions.max_steps``)."""
+    max_prompts_per_turn: int | None = attrs.field(
+        default=None, kw_only=True, validator=check_count
+    )
+    """The most queued prompts one turn takes, 1..2**53-1
+    (``AgentOptions.max_prompts_per_turn``)."""
 
     def __attrs_post_init__(self) -> None:
         if (clash := identity_clash(self.session_id, self.resume_session_id)) is not None:

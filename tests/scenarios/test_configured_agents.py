@@ -19,15 +19,15 @@ import trio.testing
 import retinue
 from retinue import AgentOptions, LoopConfig, SQLiteStore
 from retinue.config import AgentEntry, ParallelCapSetting
-from retinue.session import TurnStart
+from retinue.session import TurnStart, UserMessage
 from retinue.supervisors import (
     CONFIG_START_FAILED,
     ConfigStartFailure,
     bind_parallel_cap,
     start_configured_agents,
 )
-from retinue.testing import Reply, ScriptedModel
-from tests.helpers import nap
+from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
+from tests.helpers import echo, nap, texts
 
 FRESH_ID = re.compile(
     r"^writer-session-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$"
@@ -103,6 +103,34 @@ async def test_open_runtime_starts_configured_agents_before_yielding(
                 "m1",
                 2048,
             )
+
+
+async def test_an_entry_s_turn_limits_apply_to_its_agent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R13.3: an entry's ``max_steps`` and ``max_prompts_per_turn`` are its agent's options:
+    a model asking for a tool at every step is stopped after one, and prompts queued
+    behind a running turn are taken one a turn."""
+    scripted = ScriptedModel(
+        [CallTools([ToolCallSpec("echo", '{"text": "x"}')]), Reply("a"), Reply("b")]
+    )
+    config = LoopConfig(agents=(AgentEntry("w", model="m", max_steps=1, max_prompts_per_turn=1),))
+    with trio.fail_after(DEADLINE):
+        async with retinue.open_runtime(models=scripted, tools=[echo], config=config) as rt:
+            [agent] = rt.agents.list()
+            assert (agent.options.max_steps, agent.options.max_prompts_per_turn) == (1, 1)
+            capped = await agent.ask("loop")
+            assert (capped.reason.kind, capped.reason.code) == ("error", "MAX_STEPS")
+            agent.send("one")
+            agent.send("two")
+            await agent.wait_idle()
+            prompts = [
+                texts(event.data.content)
+                for event in agent.session.events
+                if isinstance(event.data, UserMessage)
+            ]
+            assert prompts == ["loop", "one", "two"]
+            assert turns(agent) == [1, 2, 3]
 
 
 async def test_entries_without_exact_id_get_a_new_session_per_run(

@@ -73,6 +73,32 @@ def test_parse_config_accepts_the_extreme_max_tokens() -> None:
     assert [entry.max_tokens for entry in config.agents] == [1, 2**53 - 1]
 
 
+def test_parse_config_reads_the_turn_limits_of_an_entry() -> None:
+    """R13.1: an entry may set ``max_steps`` and ``max_prompts_per_turn`` (each 1..2**53-1),
+    as ``AgentOptions`` has them; absent, neither limits anything."""
+    config = parse_config(
+        {
+            "agents": [
+                {"id": "a", "max_steps": 1, "max_prompts_per_turn": 2**53 - 1},
+                {"id": "b"},
+            ]
+        }
+    )
+    assert config.agents == (
+        AgentEntry("a", max_steps=1, max_prompts_per_turn=2**53 - 1),
+        AgentEntry("b"),
+    )
+    assert (config.agents[1].max_steps, config.agents[1].max_prompts_per_turn) == (None, None)
+
+
+@pytest.mark.parametrize("key", ["max_steps", "max_prompts_per_turn", "max_tokens"])
+@pytest.mark.parametrize("value", [0, -1, 2**53, 1.5, True, "3"])
+def test_parse_config_names_an_invalid_turn_limit_by_its_key(key: str, value: object) -> None:
+    """R13.2: a count outside 1..2**53-1, or of another type, is refused naming its key path."""
+    with pytest.raises(retinue.ConfigError, match=rf"agents\[1\]\.{key}: "):
+        parse_config({"agents": [{"id": "a"}, {"id": "b", key: value}]})
+
+
 def test_parse_config_treats_an_empty_resume_session_id_as_absent() -> None:
     """R13.2: only a non-empty ``resume_session_id`` excludes ``session_id``."""
     config = parse_config({"agents": [{"id": "a", "session_id": "s", "resume_session_id": ""}]})

@@ -115,7 +115,12 @@ def _check_runtime(function: str, rt: object) -> None:
 
 def _options(entry: AgentEntry) -> AgentOptions:
     return AgentOptions(
-        model=entry.model, provider=entry.provider, max_tokens=entry.max_tokens, cwd=entry.cwd
+        model=entry.model,
+        provider=entry.provider,
+        max_tokens=entry.max_tokens,
+        cwd=entry.cwd,
+        max_steps=entry.max_steps,
+        max_prompts_per_turn=entry.max_prompts_per_turn,
     )
 
 
