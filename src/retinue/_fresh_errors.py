@@ -4,7 +4,7 @@ never share one error or grow its traceback."""
 from __future__ import annotations
 
 import copy
-from types import FunctionType
+from types import FunctionType, MemberDescriptorType
 
 __all__ = ["copied_error", "fresh_error"]
 
@@ -45,8 +45,10 @@ def _copy_of(error: BaseException) -> BaseException:
 
     Such an ``__init__`` may want more than the args (SDK errors take a
     response by keyword) or rewrite them, so the copy is built from parts:
-    ``__new__`` and the nearest built-in ``__init__`` with the args (this
-    stores fields such as ``errno``), then the instance attributes, slots included. An error
+    ``__new__`` and the nearest built-in ``__init__`` with the args, then the
+    instance attributes and the fields a class keeps outside them: its slots, and
+    those of a built-in base its args may not give (``OSError.filename``,
+    ``ImportError.name``). An error
     whose ``__init__`` is built in is copied as pickle would copy it, which
     also keeps the fields its args lack (``OSError.filename``).
     """
@@ -58,18 +60,26 @@ def _copy_of(error: BaseException) -> BaseException:
     fresh = kind.__new__(kind, *error.args)
     builtin_init(fresh, *error.args)
     fresh.__dict__.update(error.__dict__)
-    for name in _slot_names(kind):
-        if hasattr(error, name):
+    for name in _field_names(kind):
+        # Only what differs: setting OSError.filename2 to None would add "-> None" to its str.
+        if hasattr(error, name) and getattr(fresh, name, _UNSET) is not getattr(error, name):
             setattr(fresh, name, getattr(error, name))
     return fresh
 
 
-def _slot_names(kind: type) -> list[str]:
-    """The attributes *kind*'s classes keep in ``__slots__``, outside the instance ``__dict__``."""
-    names: list[str] = []
-    for base in kind.__mro__:
-        slots = vars(base).get("__slots__", ())
-        names += [slots] if isinstance(slots, str) else list(slots)
-    # Not fields: the instance dict is copied apart, and the weak-reference slot (an attrs
-    # class has one) cannot be written.
-    return [name for name in names if name not in ("__dict__", "__weakref__")]
+_UNSET = object()
+
+
+def _field_names(kind: type) -> list[str]:
+    """The fields *kind*'s classes keep outside the instance ``__dict__``: the slots of its
+    own classes and the members of its built-in bases, each a member descriptor.
+
+    The weak-reference slot (an attrs class has one) and ``__dict__`` are no
+    fields: neither is a member descriptor.
+    """
+    return [
+        name
+        for base in kind.__mro__
+        for name, value in vars(base).items()
+        if isinstance(value, MemberDescriptorType)
+    ]

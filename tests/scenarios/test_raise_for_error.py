@@ -141,3 +141,36 @@ def test_an_attrs_error_keeps_its_type(kind: type[SlottedError | FrozenError]) -
     raised = caught.value
     assert isinstance(raised, SlottedError | FrozenError)
     assert raised.detail == "why"
+
+
+class MissingFileError(OSError):
+    """An ``OSError`` whose ``__init__`` takes other args than ``OSError``'s."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(2, "no such file", path)
+
+
+class MissingModuleError(ImportError):
+    """An ``ImportError`` naming its module by keyword, outside its args."""
+
+    def __init__(self, module: str) -> None:
+        super().__init__(f"no module {module}", name=module, path="/x")
+
+
+def test_a_built_in_error_s_fields_outside_its_args_are_kept() -> None:
+    """R4.12: a copy keeps what a built-in base holds beside its args (an ``OSError``'s
+    file name, an ``ImportError``'s module name and path), even when the subclass's own
+    ``__init__`` put them there."""
+    for stored in (MissingFileError("/etc/x"), MissingModuleError("yaml")):
+        result = TurnResult(1, TurnEndReason.error(1, str(stored), None), error=stored)
+        with pytest.raises(type(stored)) as caught:
+            result.raise_for_error()
+        copy = caught.value
+        assert copy is not stored
+        assert str(copy) == str(stored)
+        if isinstance(stored, OSError):
+            assert isinstance(copy, OSError)
+            assert (copy.errno, copy.filename) == (2, "/etc/x")
+        else:
+            assert isinstance(copy, ImportError)
+            assert (copy.name, copy.path) == ("yaml", "/x")
