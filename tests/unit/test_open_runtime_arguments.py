@@ -104,8 +104,13 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"admission": {}}, r"^admission must be None or of type AdmissionController, got \{\}$"),
     ({"config": {"agents": []}}, r"^config must be None or of type LoopConfig"),
     (
-        {"max_parallel_tool_calls": 4, "config": LoopConfig(max_parallel_tool_calls=4)},
-        r"^max_parallel_tool_calls \(4\) and config \(max_parallel_tool_calls 4\) both set",
+        {"max_parallel_tool_calls": 4, "config": LoopConfig(max_parallel_tool_calls=3)},
+        r"^max_parallel_tool_calls \(4\) and config \(max_parallel_tool_calls 3\) both set",
+    ),
+    (
+        {"max_parallel_tool_calls": 2, "config": LoopConfig()},
+        r"^max_parallel_tool_calls \(2\) and config \(max_parallel_tool_calls 10, the default "
+        r"when it sets none\) both set the tool-call cap; set it in one of them$",
     ),
     (
         {"max_parallel_tool_calls": 0, "config": LoopConfig()},
@@ -158,3 +163,10 @@ async def test_open_runtime_accepts_well_formed_arguments(arguments: dict[str, A
         agent = await rt.create_agent("a", retinue.AgentOptions(model="scripted"))
         result = await agent.ask("hi")
     assert result.reason.kind == "completed"
+
+
+async def test_open_runtime_takes_a_cap_equal_to_its_config_s() -> None:
+    """R13.1: a cap given beside a config with the same cap drops nothing, and is taken."""
+    config = LoopConfig(max_parallel_tool_calls=4)
+    async with retinue.open_runtime(models=MODEL, max_parallel_tool_calls=4, config=config) as rt:
+        assert rt.max_parallel_tool_calls == 4

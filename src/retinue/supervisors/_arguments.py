@@ -228,15 +228,23 @@ def tool_order_of(order: Iterable[str] | None) -> tuple[str, ...] | None:
 def parallel_cap_of(cap: int | None, config: LoopConfig | None) -> int:
     """The tool-call cap: *cap*, else *config*'s, else the default (R9.11, R13.1).
 
-    A cap given beside a *config* is refused: one of the two would be dropped unseen.
+    A cap given beside a *config* with another cap is refused: one of the two
+    would be dropped unseen.
     """
     if cap is None:
         return DEFAULT_MAX_PARALLEL_TOOL_CALLS if config is None else config.max_parallel_tool_calls
     check_parallel_cap(cap)
-    if config is not None:
+    if config is not None and cap != config.max_parallel_tool_calls:
+        configured = config.max_parallel_tool_calls
+        # A config holds the default when its file set no cap: it cannot tell which.
+        default = (
+            ", the default when it sets none"
+            if configured == DEFAULT_MAX_PARALLEL_TOOL_CALLS
+            else ""
+        )
         raise ConfigError(
             f"max_parallel_tool_calls ({shown_short(cap)}) and config (max_parallel_tool_calls "
-            f"{config.max_parallel_tool_calls}) both set the tool-call cap; set it in one of them"
+            f"{configured}{default}) both set the tool-call cap; set it in one of them"
         )
     return cap
 

@@ -140,7 +140,8 @@ async def open_runtime(
 
     *max_parallel_tool_calls* is the tool-call cap; None (the default) takes
     *config*'s cap, else 10. *config* (a :class:`~retinue.config.LoopConfig`)
-    sets the cap in its own place, so giving a cap beside it is refused; its
+    sets the cap in its own place, so giving another cap beside it is refused (a
+    config whose file set none holds the default, 10); its
     agents are started before the runtime is yielded (R13.3; failures are
     contained, R13.4).
 
