@@ -109,8 +109,10 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ),
     (
         {"max_parallel_tool_calls": 2, "config": LoopConfig()},
-        r"^max_parallel_tool_calls \(2\) and config \(max_parallel_tool_calls 10, the default "
-        r"when it sets none\) both set the tool-call cap; set it in one of them$",
+        (
+            r"^max_parallel_tool_calls \(2\) and config \(max_parallel_tool_calls 10, the "
+            r"default when it sets none\) both set the tool-call cap; set it in one of them$"
+        ),
     ),
     (
         {"max_parallel_tool_calls": 0, "config": LoopConfig()},
