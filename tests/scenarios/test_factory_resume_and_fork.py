@@ -141,6 +141,24 @@ async def test_resume_refuses_options_naming_another_cwd(
         assert (resumed.session.header.cwd, (await resumed.ask("again")).turn) == (stored, 2)
 
 
+@pytest.mark.parametrize(
+    "spelled", ["/old/project/", "/old/./project", "/old//project", "/old/x/../project"]
+)
+async def test_resume_takes_the_stored_cwd_spelled_otherwise(
+    autojump_clock: trio.testing.MockClock, spelled: str
+) -> None:
+    """R11.15: options naming the stored cwd spelled otherwise (a trailing slash, a ``.``,
+    a doubled separator, a ``..``) name the same directory: the session resumes, its
+    header's cwd kept."""
+    async with runtime(ScriptedModel([Reply("ok")], repeat_last=True)) as rt:
+        agent = await rt.create_agent("a", OPTIONS, session_id="s", cwd="/old/project")
+        await agent.ask("hi")
+        await agent.dispose()
+        resumed = await rt.resume_agent("s", AgentOptions(model="scripted", cwd=spelled))
+        assert resumed.session.header.cwd == "/old/project"
+        assert (await resumed.ask("again")).turn == 2
+
+
 async def test_resumed_agent_can_be_disposed(autojump_clock: trio.testing.MockClock) -> None:
     """T-F6 / R2.35, R12.8: dispose is memoized per agent; a resumed agent reusing a disposed id really stops."""
     async with runtime(ScriptedModel([Reply("ok")])) as rt:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import attrs
@@ -69,10 +70,15 @@ def check_kept_cwd(session: Session, options: AgentOptions, *, how: str) -> None
     A resumed or forked session keeps its header's cwd (``{{cwd}}`` and the
     log say so); accepting another would leave ``options.cwd`` reporting a
     directory the agent does not work in. *how* says which session it is
-    ("resumed", "forked").
+    ("resumed", "forked"). Paths are compared as ``os.path.normpath`` reads
+    them, so a trailing slash or a ``.`` makes no other directory.
     """
     kept = session.header.cwd
     if options.cwd is None or options.cwd == kept:
+        return
+    # The same path spelled otherwise (a trailing slash, a "." or "..", a doubled
+    # separator) names the header's directory: compared as os.path.normpath reads them.
+    if kept is not None and os.path.normpath(options.cwd) == os.path.normpath(kept):
         return
     held = "no cwd" if kept is None else f"cwd {kept!r}"
     raise SessionError(
