@@ -26,7 +26,8 @@ import attrs
 from _api_signatures import annotation_text, assignment, defining_module, segment, signature
 
 _SUBPACKAGES = (
-    "actors config hooks loop mailbox prompt providers session stores supervisors testing tools"
+    "actors config hooks loop mailbox prompt providers providers.anthropic providers.mock"
+    " providers.openai session stores supervisors testing tools"
 )
 PACKAGES = ("retinue", *(f"retinue.{name}" for name in _SUBPACKAGES.split()), "retinue.cli")
 """The public packages in page order: the top level, the rest by name, then the command."""
