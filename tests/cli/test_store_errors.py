@@ -21,7 +21,7 @@ def test_sessions_names_a_sqlite_store_it_cannot_open(
     directory, not only that SQLite could not open a database file."""
     assert main(["sessions", "list", "--store", f"sqlite:{tmp_path}"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"retinue sessions list: sqlite store '{tmp_path}': opening the store: ")
+    assert err.startswith(f"retinue sessions list: opening SQLiteStore('{tmp_path}'): ")
     assert "is a directory, not a database file" in err
     assert err.count("\n") == 1
 
@@ -33,7 +33,7 @@ def test_demo_says_a_directory_given_as_the_sqlite_file_is_one(
     argv = ["demo", "--provider", "scripted", "--no-live", "--agents", "1", "--turns", "1"]
     assert main([*argv, "--store", f"sqlite:{tmp_path}"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"retinue demo: sqlite store '{tmp_path}': opening the store: ")
+    assert err.startswith(f"retinue demo: opening SQLiteStore('{tmp_path}'): ")
     assert "is a directory, not a database file" in err
     assert err.count("\n") == 1
 
@@ -47,7 +47,7 @@ def test_the_demo_names_the_missing_directory_of_its_sqlite_file(
     argv = ["demo", "--provider", "scripted", "--no-live", "--agents", "1", "--turns", "1"]
     assert main([*argv, "--store", f"sqlite:{missing / 'sessions.db'}"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"retinue demo: sqlite store '{missing / 'sessions.db'}': ")
+    assert err.startswith(f"retinue demo: opening SQLiteStore('{missing / 'sessions.db'}'): ")
     assert f"no such directory for the database file: '{missing}'" in err
     assert err.count("\n") == 1
 
@@ -61,7 +61,7 @@ def test_demo_says_a_file_given_as_the_jsonl_directory_is_not_one(
     argv = ["demo", "--provider", "scripted", "--no-live", "--agents", "1", "--turns", "1"]
     assert main([*argv, "--store", f"jsonl:{occupied}"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"retinue demo: jsonl store '{occupied}': opening the store: ")
+    assert err.startswith(f"retinue demo: opening JSONLStore('{occupied}'): ")
     assert "not a directory" in err
     assert err.count("\n") == 1
 
@@ -74,7 +74,7 @@ def test_sessions_says_a_file_given_as_the_jsonl_directory_is_not_one(
     occupied.write_text("notes\n")
     assert main(["sessions", "list", "--store", f"jsonl:{occupied}"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"retinue sessions list: jsonl store '{occupied}': opening the store: ")
+    assert err.startswith(f"retinue sessions list: opening JSONLStore('{occupied}'): ")
     assert "not a directory" in err
     assert err.count("\n") == 1
 
@@ -187,7 +187,7 @@ def test_a_postgres_server_that_cannot_be_reached_is_reported_on_one_line(
     no_server = tmp_path / "no-server"  # a socket directory no server listens in
     assert main([*argv, "--store", f"postgres:host={no_server} connect_timeout=5"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"{named}: opening the store: ")
+    assert err.startswith(f"{named}: opening PostgresStore(schema='public'): ")
     assert str(no_server) in err
     assert err.count("\n") == 1
     assert "\t" not in err

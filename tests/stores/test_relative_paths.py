@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from retinue import StoreError
 from retinue.session import Session
 from retinue.stores import JSONLStore, SQLiteStore
 from retinue.stores._writebehind import BufferedStore
@@ -66,3 +67,14 @@ async def test_a_relative_store_path_through_a_link_names_what_opening_it_names(
         await store.detach(session)
     assert (tmp_path / "real" / stored).exists()
     assert not (tmp_path / stored).exists()
+
+
+async def test_a_store_that_cannot_open_names_its_path(tmp_path: Path) -> None:
+    """R11.11: a failed open names the store's file, where SQLite's own message ("unable to
+    open database file") names none."""
+    missing = tmp_path / "absent.db"
+    with pytest.raises(StoreError, match="unable to open database file") as raised:
+        async with SQLiteStore(missing, create=False):
+            pass
+    assert raised.value.message.startswith(f"opening SQLiteStore({str(missing)!r}): ")
+    assert not missing.exists()

@@ -93,7 +93,8 @@ _STORES = ("sqlite", "jsonl", "postgres")
 def store_problem(spec: str, error: BaseException) -> str:
     """Describe *error*, naming the store's file or directory when its storage failed.
 
-    A storage failure names what the store was doing, not where. A PostgreSQL
+    A storage failure names what the store was doing, not where, but for a
+    failed open, which names the store (its file or directory). A PostgreSQL
     error names its server itself, and its DSN may hold a password, so only
     file stores are named, and a DSN's password is hidden wherever the message
     quotes it (libpq quotes a URI it refuses whole). Given on one line: a
@@ -103,7 +104,12 @@ def store_problem(spec: str, error: BaseException) -> str:
     kind, _, location = spec.partition(":")
     if kind == "postgres":
         message = without_passwords(message, location)
-    if isinstance(error, StoreError) and error.code == "STORAGE_ERROR" and kind in _FILE_STORES:
+    if (
+        isinstance(error, StoreError)
+        and error.code == "STORAGE_ERROR"
+        and kind in _FILE_STORES
+        and repr(location) not in message  # a failed open names its store itself
+    ):
         return f"{kind} store {location!r}: {message}"
     return message
 

@@ -423,7 +423,7 @@ class StoreLifetime:
         self._open_waited_out = None
         try:
             with scope:
-                await self._call(self._backend.open, "opening the store")
+                await self._call(self._backend.open, f"opening {self._name}")
         except WaitedOutError as exc:
             self._open_waited_out = exc
             raise
