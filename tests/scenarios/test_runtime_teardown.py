@@ -12,10 +12,10 @@ import trio
 import trio.testing
 
 import retinue
-from retinue.session import Session
+from retinue.session import Session, UserMessage
 from retinue.stores import MemoryStore
 from retinue.testing import CallTools, DelegatingStore, Reply, ScriptedModel, ToolCallSpec
-from tests.helpers import OPTIONS, raises_ctrl_c, runtime, turn_ends
+from tests.helpers import OPTIONS, raises_ctrl_c, runtime, texts, turn_ends
 from tests.scenarios._runtime_teardown_kit import SlowDetach
 
 
@@ -416,3 +416,25 @@ async def test_a_disposed_agent_stays_registered_until_its_final_flush_has_ended
         assert found
         assert all(entry is agent for entry in found)
         assert rt.agents.get(agent.id) is None
+
+
+async def test_leaving_the_runtime_drops_queued_prompts_and_wait_idle_runs_them(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R12.9: leaving the runtime disposes its agents without waiting for their work: the
+    running turn ends ``disposed`` and prompts queued behind it are never logged; waiting
+    for each agent to go idle first lets every prompt run."""
+    for drain in (False, True):
+        model = ScriptedModel([Reply("slow", delay=5)], repeat_last=True)
+        async with runtime(model) as rt:
+            agent = await rt.create_agent("a", OPTIONS)
+            agent.send("one")
+            await trio.sleep(1)
+            agent.send("two")
+            agent.send("three")
+            if drain:
+                await agent.wait_idle()
+        events = agent.session.events
+        prompts = [texts(e.data.content) for e in events if isinstance(e.data, UserMessage)]
+        assert prompts == (["one", "two", "three"] if drain else ["one"])
+        assert turn_ends(events) == (["completed", "completed"] if drain else ["disposed"])

@@ -130,8 +130,9 @@ async def open_runtime(
     *retry* and *admission* wrap the models once for every agent: retries
     before a step's first chunk (each one reported as ``agent/retry``), and
     limits shared by all agents per (provider, model). On exit every live
-    agent is disposed (its turn closed and flushed), then the store is
-    closed. Raises :class:`ConfigError` for an invalid configuration, naming
+    agent is disposed (its turn closed ``disposed`` and flushed; prompts still
+    queued are dropped, never logged: ``wait_idle`` each agent first to let
+    them run), then the store is closed. Raises :class:`ConfigError` for an invalid configuration, naming
     the argument, before anything is opened.
 
     *system_prompt* is the persona every agent gets unless its own
