@@ -141,7 +141,12 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         "named on stderr with the problem, and the status is then 1.",
     )
     show = commands.add_parser(
-        "show", parents=[common], help="print a session's turns, steps and tools"
+        "show",
+        parents=[common],
+        help="print a session's turns, steps and tools",
+        description="Print a stored session's turns, steps and tool calls, as a load would "
+        "read it, without taking it (a live agent may hold it). Stored records a load would "
+        "discard as a torn tail are noted after them.",
     )
     show.add_argument("id", help=_ID_HELP)
     export = commands.add_parser(
@@ -171,7 +176,13 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     imported.add_argument("file", help="the JSONL file (-: standard input)")
     imported.add_argument("--id", dest="new_id", help="store it under this id instead")
     replay = commands.add_parser(
-        "replay", parents=[common], help="re-derive history and check invariants"
+        "replay",
+        parents=[common],
+        help="re-derive history and check invariants",
+        description="Check a stored session: its log's invariants (every tool call has "
+        "one result, seq order, turns enclosed) and that the history rebuilt from the log "
+        "matches an independent fold of it. Prints what it found; the status is 1 when "
+        "an invariant is broken or stored records a load would discard are left out.",
     )
     replay.add_argument("id", help=_ID_HELP)
     parser.set_defaults(handler=run)
