@@ -23,6 +23,9 @@ from ._storelife import StoreLifetime
 
 __all__ = ["StoreLoads"]
 
+# A load takes the session for one writer; a reader wanting its events meant inspect.
+_READ_INSTEAD = ": one writer at a time takes it (inspect(id) reads it without taking it)"
+
 log = logging.getLogger("retinue.stores")
 
 
@@ -54,7 +57,10 @@ class StoreLoads(StoreLifetime):
             await releasing.wait()  # its claim is going: the stored session is loaded anew
         released = self._tracked.get(session_id)
         if released is not None and not released.released:
-            raise StoreError(f"session {session_id!r} is attached and live", code="SESSION_TRACKED")
+            raise StoreError(
+                f"session {session_id!r} is attached and live{_READ_INSTEAD}",
+                code="SESSION_TRACKED",
+            )
         if session_id in self._claimed_new:
             raise StoreError(f"session {session_id!r} is being created", code="SESSION_TRACKED")
         if session_id in self._loading:
@@ -64,7 +70,7 @@ class StoreLoads(StoreLifetime):
         if loaded is not None and loaded.session() is not None:
             # One writer per session: two copies would share one claim and drop each other's events.
             raise StoreError(
-                f"session {session_id!r} is loaded and not yet attached or detached",
+                f"session {session_id!r} is loaded and not yet attached or detached{_READ_INSTEAD}",
                 code="SESSION_TRACKED",
             )
         with self._reserved(session_id):
