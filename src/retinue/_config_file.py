@@ -81,7 +81,8 @@ def _parsed(text: str, where: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML in {where}: {_syntax_problem(text, exc)}") from exc
+        problem = f"invalid TOML in {where}: {_syntax_problem(text, exc)}"
+        raise ConfigError(problem + _other_format(where)) from exc
     except ValueError as exc:
         # Raised past the reader's own checks: an integer of more digits than int()
         # converts (sys.get_int_max_str_digits(), 4300 by default).
@@ -89,6 +90,20 @@ def _parsed(text: str, where: str) -> dict[str, Any]:
     except RecursionError as exc:
         # tomllib reads nested arrays and inline tables recursively, with no bound of its own.
         raise ConfigError(f"invalid TOML in {where}: nested too deeply to read") from exc
+
+
+_OTHER_FORMATS = {".json": "JSON", ".yaml": "YAML", ".yml": "YAML"}
+
+
+def _other_format(where: str) -> str:
+    """A hint for a file its name says is in another format than TOML, else ``""``."""
+    kind = _OTHER_FORMATS.get(os.path.splitext(where)[1].lower())
+    if kind is None:
+        return ""
+    return (
+        f" (load_config reads TOML only: for {kind}, parse what the file holds and give the "
+        "mapping to parse_config)"
+    )
 
 
 _POSITION = re.compile(r"\(at (?:line (\d+), column \d+|end of document)\)$")

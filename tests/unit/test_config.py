@@ -141,6 +141,28 @@ def test_load_config_reports_invalid_toml_and_missing_files(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(
+    ("name", "kind"), [("c.json", "JSON"), ("c.YAML", "YAML"), ("c.yml", "YAML")]
+)
+def test_load_config_says_a_json_or_yaml_file_is_not_toml(
+    tmp_path: Path, name: str, kind: str
+) -> None:
+    """R13.1: a file its name says is JSON or YAML, which the TOML reader refuses, is named
+    as such, with where its mapping goes; a TOML file's syntax error gets no such hint."""
+    path = tmp_path / name
+    path.write_text('{"agents": []}' if kind == "JSON" else "agents: []\n")
+    with pytest.raises(retinue.ConfigError) as raised:
+        load_config(path)
+    assert raised.value.message.startswith(f"invalid TOML in {path}: ")
+    assert raised.value.message.endswith(
+        f"(load_config reads TOML only: for {kind}, parse what the file holds and give the "
+        "mapping to parse_config)"
+    )
+    with pytest.raises(retinue.ConfigError) as toml:
+        load_config(write(tmp_path, "agents: []\n"))
+    assert "parse_config" not in toml.value.message
+
+
+@pytest.mark.parametrize(
     "nested", ["[" * 5000 + "]" * 5000, "{a = " * 5000 + "1" + "}" * 5000], ids=["arrays", "tables"]
 )
 def test_load_config_reports_toml_nested_too_deeply_as_a_config_error(
