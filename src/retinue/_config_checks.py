@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import attrs
 
 from retinue._errors import ConfigError
 from retinue._lossless import shown_short
-from retinue._options import MAX_SAFE_INTEGER, cwd_problem, name_problem
+from retinue._options import MAX_SAFE_INTEGER, AgentOptions, cwd_problem, name_problem
 from retinue.stores._ids import MAX_ID_LENGTH, id_problem
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "InvalidValueError",
     "InvalidValuesError",
     "both_identities",
+    "check_agent_option",
     "check_cap",
     "check_count",
     "check_cwd",
@@ -88,6 +90,22 @@ def check_count(
         raise InvalidValueError(
             attribute.name, f"must be an integer in 1..2**53-1, got {shown_short(value)}"
         )
+
+
+def check_agent_option(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Refuse a value ``AgentOptions`` refuses for its field of this name; None passes.
+
+    The entry gives the value to that field: checked by the same rule, so the file
+    and the code refuse alike.
+    """
+    if value is None:
+        return
+    try:
+        AgentOptions(**{attribute.name: value})
+    except ConfigError as exc:
+        raise InvalidValueError(
+            attribute.name, exc.message.removeprefix(f"{attribute.name} ")
+        ) from None
 
 
 def session_id_problem(value: object) -> str | None:

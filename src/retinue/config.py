@@ -34,6 +34,7 @@ from retinue._config_checks import (
     InvalidValueError,
     InvalidValuesError,
     both_identities,
+    check_agent_option,
     check_cap,
     check_count,
     check_cwd,
@@ -94,6 +95,12 @@ def _unique_identities(
         raise InvalidValuesError(found)
 
 
+def _listed(value: list[str] | tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """A list frozen to a tuple, as a frozen entry holds it; anything else is left for the
+    check to refuse."""
+    return tuple(value) if isinstance(value, list) else value
+
+
 @final
 @attrs.frozen
 class AgentEntry:
@@ -116,6 +123,18 @@ class AgentEntry:
     """The model name."""
     max_tokens: int | None = attrs.field(default=None, kw_only=True, validator=check_count)
     """The per-request output limit, 1..2**53-1."""
+    temperature: float | None = attrs.field(
+        default=None, kw_only=True, validator=check_agent_option
+    )
+    """The sampling temperature, a finite number."""
+    stop: tuple[str, ...] | None = attrs.field(
+        default=None, kw_only=True, converter=_listed, validator=check_agent_option
+    )
+    """Stop sequences, non-empty strings."""
+    system_prompt: str | None = attrs.field(
+        default=None, kw_only=True, validator=check_agent_option
+    )
+    """The agent's persona, a template with ``{{variables}}``."""
     max_steps: int | None = attrs.field(default=None, kw_only=True, validator=check_count)
     """The most steps one turn may take, 1..2**53-1 (``AgentOptions.max_steps``)."""
     max_prompts_per_turn: int | None = attrs.field(
@@ -251,6 +270,20 @@ def _strict(kind: type, expected: str) -> Callable[[object, object], object]:
     return structure
 
 
+def _number(value: object, _type: object) -> float:
+    """A TOML float or integer as a float; a bool or a string is refused, not converted."""
+    if type(value) not in (int, float):
+        raise InvalidValueError("", f"expected a number, got {shown_short(value)}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _string_array(value: object, type_: object) -> object:
+    """An array of strings; a bare string is refused, not split into characters."""
+    if not isinstance(value, list | tuple):
+        raise InvalidValueError("", f"expected an array of strings, got {shown_short(value)}")
+    return _strings(value, type_)
+
+
 _CrossCheck = Callable[[Mapping[str, object]], list[Exception]]
 
 
@@ -327,6 +360,9 @@ def _array(value: object, type_: object) -> object:
 _converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
 _converter.register_structure_hook(int, _strict(int, "an integer"))
 _converter.register_structure_hook(str, _strict(str, "a string"))
+_converter.register_structure_hook(float, _number)
+_strings = _converter.get_structure_hook(tuple[str, ...])
+_converter.register_structure_hook_func(lambda type_: type_ == tuple[str, ...], _string_array)
 _entries = _converter.get_structure_hook(tuple[AgentEntry, ...])
 _converter.register_structure_hook_func(lambda type_: type_ == tuple[AgentEntry, ...], _array)
 _converter.register_structure_hook(AgentEntry, _table(AgentEntry, both_identities))

@@ -133,6 +133,34 @@ async def test_an_entry_s_turn_limits_apply_to_its_agent(
             assert turns(agent) == [1, 2, 3]
 
 
+async def test_an_entry_s_model_settings_and_persona_reach_its_requests(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R13.3: an entry's ``temperature``, ``stop`` and ``system_prompt`` are its agent's
+    options: its requests carry them, the persona filled from its cwd, in place of the
+    runtime's persona."""
+    scripted = model()
+    entry = AgentEntry(
+        "w",
+        model="m",
+        cwd="/srv/app",
+        temperature=0.2,
+        stop=("END",),
+        system_prompt="You review {{cwd}}.",
+    )
+    with trio.fail_after(DEADLINE):
+        async with retinue.open_runtime(
+            models=scripted, config=LoopConfig(agents=(entry,)), system_prompt="Be brief."
+        ) as rt:
+            [agent] = rt.agents.list()
+            await agent.ask("hi")
+    [request] = scripted.requests
+    assert (request.temperature, request.stop) == (0.2, ("END",))
+    assert request.system is not None
+    assert "You review /srv/app." in request.system
+    assert "Be brief." not in request.system
+
+
 async def test_entries_without_exact_id_get_a_new_session_per_run(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -4,6 +4,7 @@ cannot be read (SPEC 13; R13.1, R13.2, R13.3)."""
 from __future__ import annotations
 
 import os
+import tomllib
 import uuid
 from pathlib import Path
 
@@ -97,6 +98,49 @@ def test_parse_config_names_an_invalid_turn_limit_by_its_key(key: str, value: ob
     """R13.2: a count outside 1..2**53-1, or of another type, is refused naming its key path."""
     with pytest.raises(retinue.ConfigError, match=rf"agents\[1\]\.{key}: "):
         parse_config({"agents": [{"id": "a"}, {"id": "b", key: value}]})
+
+
+def test_parse_config_reads_an_entry_s_model_settings_and_persona() -> None:
+    """R13.1: an entry may set ``temperature`` (a TOML float or integer), ``stop`` (an array
+    of strings) and ``system_prompt`` (a template), as ``AgentOptions`` has them."""
+    config = parse_config(
+        tomllib.loads(
+            '[[agents]]\nid = "a"\ntemperature = 0.2\nstop = ["END", "##"]\n'
+            'system_prompt = "You review code in {{cwd}}."\n'
+            '[[agents]]\nid = "b"\ntemperature = 1\n'
+        )
+    )
+    first, second = config.agents
+    assert (first.temperature, first.stop, first.system_prompt) == (
+        0.2,
+        ("END", "##"),
+        "You review code in {{cwd}}.",
+    )
+    assert (second.temperature, type(second.temperature)) == (1.0, float)
+    assert AgentEntry("c", stop=["x"]).stop == ("x",)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"temperature": "0.5"}, "agents[0].temperature: expected a number, got '0.5'"),
+        ({"temperature": True}, "agents[0].temperature: expected a number, got True"),
+        ({"temperature": float("inf")}, "agents[0].temperature: must be a finite number, got inf"),
+        ({"stop": "END"}, "agents[0].stop: expected an array of strings, got 'END'"),
+        ({"stop": ["a", 1]}, "agents[0].stop[1]: expected a string, got 1"),
+        ({"stop": ["a", ""]}, "agents[0].stop: must be a sequence of strings"),
+        ({"system_prompt": "{{x"}, "agents[0].system_prompt: is not a valid prompt template"),
+        ({"system_prompt": 3}, "agents[0].system_prompt: expected a string, got 3"),
+    ],
+)
+def test_parse_config_names_an_invalid_model_setting_by_its_key(
+    entry: dict[str, object], message: str
+) -> None:
+    """R13.2: each setting is checked by the rule ``AgentOptions`` applies, the failure
+    naming its key path; a bare string is no array of stop sequences."""
+    with pytest.raises(retinue.ConfigError) as raised:
+        parse_config({"agents": [{"id": "a", **entry}]})
+    assert message in raised.value.message
 
 
 def test_parse_config_treats_an_empty_resume_session_id_as_absent() -> None:

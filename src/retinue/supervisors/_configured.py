@@ -119,6 +119,9 @@ def _options(entry: AgentEntry) -> AgentOptions:
         provider=entry.provider,
         max_tokens=entry.max_tokens,
         cwd=entry.cwd,
+        temperature=entry.temperature,
+        stop=entry.stop,
+        system_prompt=entry.system_prompt,
         max_steps=entry.max_steps,
         max_prompts_per_turn=entry.max_prompts_per_turn,
     )
