@@ -301,7 +301,7 @@ async def _commit_settled(step: _StepTools) -> None:
         step.failure = exc
 
 
-async def _handed_back(step: _StepTools) -> None:
+async def _handed_back(step: _StepTools) -> None:  # noqa: ASYNC910 - runs right after the group's nursery exit, which checkpoints
     """Once a handed group's nursery exited: raise a commit's failure, else commit what is
     left (nothing, unless a cancel stopped a body's commit)."""
     step.handed = False
