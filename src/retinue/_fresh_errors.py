@@ -49,22 +49,35 @@ def _copy_of(error: BaseException) -> BaseException:
     instance attributes and the fields a class keeps outside them: its slots, and
     those of a built-in base its args may not give (``OSError.filename``,
     ``ImportError.name``). An error
-    whose ``__init__`` is built in is copied as pickle would copy it, which
-    also keeps the fields its args lack (``OSError.filename``).
+    whose ``__init__`` is built in is copied as pickle would copy it, then given
+    those fields too.
     """
     kind = type(error)
     inits = [vars(base)["__init__"] for base in kind.__mro__ if "__init__" in vars(base)]
     if not isinstance(inits[0], FunctionType):
-        return copy.copy(error)
-    builtin_init = next(init for init in inits if not isinstance(init, FunctionType))
-    fresh = kind.__new__(kind, *error.args)
-    builtin_init(fresh, *error.args)
-    fresh.__dict__.update(error.__dict__)
-    for name in _field_names(kind):
+        # Pickle's way: it loses the fields no arg gives (AttributeError.name).
+        fresh = copy.copy(error)
+    else:
+        builtin_init = next(init for init in inits if not isinstance(init, FunctionType))
+        fresh = kind.__new__(kind, *error.args)
+        builtin_init(fresh, *error.args)
+        fresh.__dict__.update(error.__dict__)
+    _copy_fields(error, fresh)
+    return fresh
+
+
+def _copy_fields(error: BaseException, fresh: BaseException) -> None:
+    """Give *fresh* the fields of *error* that it lacks; a read-only one is left as built."""
+    for name in _field_names(type(error)):
         # Only what differs: setting OSError.filename2 to None would add "-> None" to its str.
         if hasattr(error, name) and getattr(fresh, name, _UNSET) is not getattr(error, name):
-            setattr(fresh, name, getattr(error, name))
-    return fresh
+            try:
+                setattr(fresh, name, getattr(error, name))
+            except AttributeError:
+                if not hasattr(fresh, name):
+                    raise  # a frozen class's field: no copy can be made
+                # Read-only, and built from the args already (an exception group's
+                # exceptions, a tuple of the list it was given).
 
 
 _UNSET = object()

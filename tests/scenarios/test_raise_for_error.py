@@ -174,3 +174,31 @@ def test_a_built_in_error_s_fields_outside_its_args_are_kept() -> None:
         else:
             assert isinstance(copy, ImportError)
             assert (copy.name, copy.path) == ("yaml", "/x")
+
+
+class Failures(ExceptionGroup[Exception]):
+    """An exception group whose ``__init__`` takes a list, kept as a tuple."""
+
+    def __init__(self, message: str, errors: list[Exception]) -> None:
+        super().__init__(message, errors)
+
+
+def test_an_exception_group_and_an_attribute_error_are_copied_whole() -> None:
+    """R4.12: an exception group built from a list is copied (its read-only ``exceptions``
+    already the args' own), and an ``AttributeError``'s ``name`` and ``obj``, which its
+    args do not hold, are kept: each call raises a copy, not the stored error."""
+    with pytest.raises(AttributeError) as raised:
+        [].nope  # type: ignore[attr-defined]  # noqa: B018
+    for stored in (Failures("two failed", [ValueError("a"), KeyError("b")]), raised.value):
+        result = TurnResult(1, TurnEndReason.error(1, str(stored), None), error=stored)
+        with pytest.raises(type(stored)) as caught:
+            result.raise_for_error()
+        copy = caught.value
+        assert copy is not stored
+        assert str(copy) == str(stored)
+        if isinstance(stored, ExceptionGroup):
+            assert isinstance(copy, ExceptionGroup)
+            assert copy.exceptions == stored.exceptions
+        else:
+            assert isinstance(copy, AttributeError)
+            assert (copy.name, copy.obj) == ("nope", [])
