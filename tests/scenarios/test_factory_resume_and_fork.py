@@ -142,19 +142,31 @@ async def test_resume_refuses_options_naming_another_cwd(
 
 
 @pytest.mark.parametrize(
-    "spelled", ["/old/project/", "/old/./project", "/old//project", "/old/x/../project"]
+    ("spelled", "same"),
+    [
+        ("/old/project/", True),
+        ("/old/./project", True),
+        ("/old//project", True),
+        ("/old/x/../project", False),
+    ],
 )
 async def test_resume_takes_the_stored_cwd_spelled_otherwise(
-    autojump_clock: trio.testing.MockClock, spelled: str
+    autojump_clock: trio.testing.MockClock, spelled: str, same: bool
 ) -> None:
     """R11.15: options naming the stored cwd spelled otherwise (a trailing slash, a ``.``,
-    a doubled separator, a ``..``) name the same directory: the session resumes, its
-    header's cwd kept."""
+    a doubled separator) name the same directory: the session resumes, its header's cwd
+    kept. A ``..`` is refused (``CWD_MISMATCH``): through a link, ``x/..`` is elsewhere."""
     async with runtime(ScriptedModel([Reply("ok")], repeat_last=True)) as rt:
         agent = await rt.create_agent("a", OPTIONS, session_id="s", cwd="/old/project")
         await agent.ask("hi")
         await agent.dispose()
-        resumed = await rt.resume_agent("s", AgentOptions(model="scripted", cwd=spelled))
+        options = AgentOptions(model="scripted", cwd=spelled)
+        if not same:
+            with pytest.raises(retinue.SessionError) as raised:
+                await rt.resume_agent("s", options)
+            assert raised.value.code == "CWD_MISMATCH"
+            return
+        resumed = await rt.resume_agent("s", options)
         assert resumed.session.header.cwd == "/old/project"
         assert (await resumed.ask("again")).turn == 2
 

@@ -70,15 +70,13 @@ def check_kept_cwd(session: Session, options: AgentOptions, *, how: str) -> None
     A resumed or forked session keeps its header's cwd (``{{cwd}}`` and the
     log say so); accepting another would leave ``options.cwd`` reporting a
     directory the agent does not work in. *how* says which session it is
-    ("resumed", "forked"). Paths are compared as ``os.path.normpath`` reads
-    them, so a trailing slash or a ``.`` makes no other directory.
+    ("resumed", "forked"). A trailing slash, a ``.`` or a doubled separator
+    makes no other directory; a ``..`` may (through a link), so it does.
     """
     kept = session.header.cwd
     if options.cwd is None or options.cwd == kept:
         return
-    # The same path spelled otherwise (a trailing slash, a "." or "..", a doubled
-    # separator) names the header's directory: compared as os.path.normpath reads them.
-    if kept is not None and os.path.normpath(options.cwd) == os.path.normpath(kept):
+    if kept is not None and _plain(options.cwd) == _plain(kept):
         return
     held = "no cwd" if kept is None else f"cwd {kept!r}"
     raise SessionError(
@@ -86,6 +84,15 @@ def check_kept_cwd(session: Session, options: AgentOptions, *, how: str) -> None
         f"a {how} session keeps the cwd of its header",
         code="CWD_MISMATCH",
     )
+
+
+def _plain(path: str) -> str:
+    """*path* without its ``.`` parts, doubled separators and trailing slash, as
+    ``os.path.normpath`` writes it; *path* itself when it has a ``..`` part, which only
+    the file system can resolve (the part before it may be a link)."""
+    if ".." in path.split(os.sep):
+        return path
+    return os.path.normpath(path)
 
 
 def loaded_session(loaded: object, agent_id: str) -> Session:
