@@ -225,7 +225,7 @@ async def test_store_attaching_a_live_id_twice_is_refused(kit: StoreKit) -> None
         with pytest.raises(StoreError) as loading:
             await store.load("twice")
         assert loading.value.code == "SESSION_TRACKED"
-        assert "inspect(id) reads it without taking it" in loading.value.message
+        assert "inspect(id) reads what is stored of it without taking it" in loading.value.message
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,9 @@ from ._storelife import StoreLifetime
 __all__ = ["StoreLoads"]
 
 # A load takes the session for one writer; a reader wanting its events meant inspect.
-_READ_INSTEAD = ": one writer at a time takes it (inspect(id) reads it without taking it)"
+_READ_INSTEAD = (
+    ": one writer at a time takes it (inspect(id) reads what is stored of it without taking it)"
+)
 
 log = logging.getLogger("retinue.stores")
 
