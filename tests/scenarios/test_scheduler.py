@@ -9,6 +9,7 @@ sleeps of distinct lengths, never with wake-up order.
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 from typing import Any
 
@@ -484,3 +485,38 @@ async def test_scheduler_denied_call_keeps_its_place_without_dispatch(
         assert [r.is_error for r in found] == [False, True, False]
         assert found[1].content == (Text("Error: not this one"),)
         check_pairing(events)
+
+
+_SET_BY_TOOL: contextvars.ContextVar[str] = contextvars.ContextVar("set_by_tool", default="-")
+
+
+@retinue.tool(parallel_safe=True)
+async def set_context(value: str) -> str:
+    """Set a context variable, as decimal.setcontext or a tracing span does.
+
+    Args:
+        value: What to set.
+    """
+    _SET_BY_TOOL.set(value)
+    await trio.lowlevel.checkpoint()
+    return value
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+async def test_scheduler_keeps_a_parallel_body_s_context_variables_its_own(
+    autojump_clock: trio.testing.MockClock, calls: int
+) -> None:
+    """R9.16: a parallel-safe call's body runs in a task of its own, so a context variable
+    it sets (a ``decimal`` context, a tracing span) reaches neither the agent's later
+    events nor its next steps and turns, the step's last call's body included."""
+    step = CallTools([ToolCallSpec("set_context", f'{{"value": "v{i}"}}') for i in range(calls)])
+    model = ScriptedModel([step, Reply("done"), Reply("again")])
+    seen: list[str] = []
+    async with runtime(model, tools=[set_context]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        rt.hooks.on("session/event", lambda _session, _event: seen.append(_SET_BY_TOOL.get()))
+        assert (await agent.ask("go")).reason.kind == "completed"
+        assert (await agent.ask("more")).reason.kind == "completed"
+    assert len(seen) > 10
+    assert set(seen[-8:]) == {"-"}
+    assert seen.count("-") >= len(seen) - calls

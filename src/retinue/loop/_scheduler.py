@@ -3,11 +3,12 @@
 Calls are grouped lazily: a run of parallel-safe calls forms one group, each
 exclusive call is a barrier. Inside a group, ``tool/call`` and pre-execute run
 in model order in this task; only the bodies overlap, as child tasks of a
-nursery the group opens inside the step's scope (the step's last call's body
-in this task, inside that nursery), at most ``max_parallel_tool_calls`` at a
-time (read as the group starts). A commit cursor runs post-execute and appends
-``tool/result`` in model order: this task advances it until every call of the
-group has started, then the body whose settle readies the cursor's call does.
+nursery the group opens inside the step's scope, at most
+``max_parallel_tool_calls`` at a time (read as the group starts). A commit
+cursor runs post-execute and appends ``tool/result`` in model order: this task
+advances it until every call of the group has started, then the body whose
+settle readies the cursor's call does. A parallel call's body never runs in
+this task, which is the agent's: context variables it sets stay its own.
 """
 
 from __future__ import annotations
@@ -132,7 +133,6 @@ async def _pool(step: _StepTools, start: int, lead: Tool, nursery: trio.Nursery)
     results = step.results
     end = len(results)
     started = cursor = start
-    last: PreparedCall | None = None
     try:
         while cursor < end:
             # What is ready is committed before the next call starts (R9.14).
@@ -152,12 +152,6 @@ async def _pool(step: _StepTools, start: int, lead: Tool, nursery: trio.Nursery)
                     prepared = await _prepare(step, started, checked_by)
                 if _admit(step, started, prepared):
                     step.in_flight += 1
-                    if started + 1 == len(results):
-                        # The step's last call: its body runs in this task, sparing a
-                        # task, and the bodies commit from here on (_commit_settled).
-                        step.handed, step.cursor, step.end = True, cursor, end
-                        last = prepared
-                        break
                     nursery.start_soon(_dispatch, step, started, prepared)
                 started += 1
             elif cursor < started:
@@ -179,10 +173,6 @@ async def _pool(step: _StepTools, start: int, lead: Tool, nursery: trio.Nursery)
         while step.in_flight:
             await _next_settled(step)
         raise
-    if last is not None:
-        if results[cursor] is not None:
-            await _commit_settled(step)  # a body settled while the last call prepared
-        await _dispatch(step, end - 1, last)
     return end  # noqa: ASYNC910 - runs inside the group's nursery, whose exit checkpoints
 
 
