@@ -16,14 +16,9 @@ from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch
-from ._common import (
-    already_exists,
-    cannot_open,
-    claim_new_id,
-    held_elsewhere,
-    written_whole,
-)
+from ._common import already_exists, cannot_open, claim_new_id, held_elsewhere, written_whole
 from ._jsonlclaims import NewClaims
+from ._jsonldeletes import SessionFileDeletes
 from ._jsonlfiles import (
     ATTEMPTS,
     SessionFile,
@@ -41,7 +36,7 @@ from ._jsonlfiles import (
     unpadded,
     write_all,
 )
-from ._jsonlreads import SessionFileReads, record_of
+from ._jsonlreads import record_of
 from ._jsonlsteps import (
     Group,
     LeftFile,
@@ -62,7 +57,7 @@ _syncfs = syncfs_function()
 
 
 @final
-class JSONLBackend(SessionFileReads):
+class JSONLBackend(SessionFileDeletes):
     """Session files under a root directory; every method blocks.
 
     A new session's file is written under a temporary name of its own, synced,

@@ -68,6 +68,11 @@ class MemoryBackend:
         """Whether the session is stored."""
         return session_id in self._logs
 
+    def delete(self, session_id: str) -> None:
+        """Forget the session's header and events; ``SESSION_NOT_FOUND`` if it is not stored."""
+        if self._logs.pop(session_id, None) is None:
+            raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
+
     def claim(self, session_id: str) -> None:
         """One process, one store: attachment already excludes a second writer."""
 

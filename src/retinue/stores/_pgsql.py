@@ -91,6 +91,29 @@ class SessionTables:
         self._insert_created(conn, todo, results)
         self._append(conn, list(todo.values()))
 
+    def delete(self, conn: psycopg.Connection[Any], session_id: str) -> None:
+        """Delete the session's segments, then its row, in one transaction on *conn*.
+
+        Its row is locked first and its claim checked under that lock, as a group
+        commit checks a write's: a claim lost with the lock connection may be
+        another store's by now, whose session this must not delete."""
+        with conn.transaction():
+            row = conn.execute(
+                self._sql("SELECT 1 FROM {schema}.retinue_sessions WHERE id = %s FOR UPDATE"),
+                (session_id,),
+            ).fetchone()
+            if row is None:
+                raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
+            if self._claims.unlocked(conn, [session_id]):
+                raise claim_lost(session_id, taken=self._claims.taken_elsewhere(session_id))
+            conn.execute(
+                self._sql("DELETE FROM {schema}.retinue_segments WHERE session_id = %s"),
+                (session_id,),
+            )
+            conn.execute(
+                self._sql("DELETE FROM {schema}.retinue_sessions WHERE id = %s"), (session_id,)
+            )
+
     def locked_rows(self, conn: psycopg.Connection[Any], session_ids: list[str]) -> set[str]:
         """Which of *session_ids* are stored with their row locked by another transaction.
 

@@ -13,6 +13,7 @@ from . import _pgreaders
 from ._backend import AppendBatch, Listing, StoredLog
 from ._common import check_next_seq, parse_header, parse_headers, segment_records
 from ._pgclaims import SessionClaims
+from ._pgdeletes import TableDeletes
 from ._pgreaders import ReaderPool
 from ._pgrefusals import (
     check_dsn,
@@ -63,7 +64,7 @@ waits on: a server that answers ends it sooner, a silent one never does."""
 
 
 @final
-class PostgresBackend:
+class PostgresBackend(TableDeletes):
     """Tables ``retinue_sessions`` and ``retinue_segments`` in one schema; every method blocks.
 
     As in the SQLite store, a segment row holds the canonical lines of one

@@ -38,6 +38,12 @@ class SessionStore(Protocol):
     The runtime claims a new agent's id so before its setup, releasing it if the
     creation fails; a store without them is asked ``exists``, and two stores of one
     storage creating one id meet only at the second one's first flush.
+
+    Optional as well: ``async delete(session_id)``, which removes a stored session
+    whole (a retention policy's, or ``retinue sessions delete``'s); the runtime
+    never calls it. The built-in stores refuse one they hold (``SESSION_TRACKED``)
+    or another writer holds (``SESSION_LOCKED``), and an id not stored
+    (``SESSION_NOT_FOUND``).
     """
 
     @property

@@ -7,9 +7,8 @@ import errno
 import os
 import sqlite3
 import threading
-import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import final
 
 from retinue._errors import StoreError
@@ -28,6 +27,7 @@ from ._common import (
     seq_conflict,
     stored_int,
 )
+from ._sqliteattempts import busy, in_short_attempts
 from ._sqliteclaims import SessionLocks
 from ._sqlitetables import (
     INSERT_SESSION,
@@ -36,6 +36,7 @@ from ._sqlitetables import (
     SESSION_TO_APPEND,
     check_database_file,
     checked_segments,
+    delete_rows,
     file_path,
     has_schema,
     next_seq_to_append,
@@ -47,10 +48,6 @@ __all__ = ["SCHEMA_VERSION", "SQLiteBackend", "SQLiteStore"]
 
 _BUSY_TIMEOUT_MS = 30_000
 """How long a statement waits for another connection's lock (a commit: for its write lock)."""
-_ATTEMPT_MS = 100
-"""How long each attempt waits for another connection's lock when opening or beginning a
-commit: between two, a cancel ends the wait, and for a commit a close too (SQLite's busy
-wait heeds neither)."""
 
 
 @final
@@ -162,9 +159,14 @@ class SQLiteBackend:
         is harmless to repeat, and the schema is created in one transaction.
         """
         try:
-            _in_short_attempts(conn, lambda: self._prepare(conn), between=check_cancelled)
+            in_short_attempts(
+                conn,
+                lambda: self._prepare(conn),
+                between=check_cancelled,
+                timeout_ms=_BUSY_TIMEOUT_MS,
+            )
         except sqlite3.OperationalError as exc:
-            if not _busy(exc):
+            if not busy(exc):
                 raise
             raise WaitedOutError(
                 f"opening the store: another connection held {self._path} locked through "
@@ -256,8 +258,11 @@ class SQLiteBackend:
         yet; the writer task's shielded commits are never cancelled). Raises
         ``SQLITE_BUSY`` once the busy timeout is over.
         """
-        _in_short_attempts(
-            conn, lambda: conn.execute("BEGIN IMMEDIATE"), between=self._stop_if_closing
+        in_short_attempts(
+            conn,
+            lambda: conn.execute("BEGIN IMMEDIATE"),
+            between=self._stop_if_closing,
+            timeout_ms=_BUSY_TIMEOUT_MS,
         )
 
     def _stop_if_closing(self) -> None:
@@ -378,6 +383,23 @@ class SQLiteBackend:
             raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
         self._claims.acquire(session_id)
 
+    def delete(self, session_id: str) -> None:
+        """Delete the session's rows in one transaction; ``SESSION_NOT_FOUND`` if it has none.
+
+        Its caller holds its claim: no commit appends to it meanwhile, here or elsewhere."""
+        with self._write_lock:
+            conn = self._require_writer()
+            self._begin(conn)
+            try:
+                found = delete_rows(conn, session_id)
+                conn.execute("COMMIT" if found else "ROLLBACK")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        if not found:
+            raise StoreError(f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND")
+
     def claim_new(self, session_id: str) -> None:
         """Lock a session not stored yet for its creator; ``SESSION_ALREADY_EXISTS`` if it is
         stored or locked elsewhere. Its first commit keeps the lock taken here."""
@@ -473,32 +495,3 @@ class SQLiteStore(BufferedStore):
         super().__init__(
             SQLiteBackend(path, create=create), name=f"SQLiteStore({os.fspath(path)!r})"
         )
-
-
-def _in_short_attempts(
-    conn: sqlite3.Connection, attempt: Callable[[], object], *, between: Callable[[], None]
-) -> None:
-    """Run *attempt* until no other connection's lock refuses it, each try waiting briefly.
-
-    *between* runs after each refused try and raises to end the wait. Raises the last
-    ``SQLITE_BUSY`` once the busy timeout is over, as one try waiting all of it would.
-    """
-    give_up = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
-    conn.execute(f"PRAGMA busy_timeout = {_ATTEMPT_MS}")
-    try:
-        while True:
-            try:
-                attempt()
-                return
-            except sqlite3.OperationalError as exc:
-                if not _busy(exc) or time.monotonic() >= give_up:
-                    raise
-            between()
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-
-
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    """Whether *exc* says another connection's lock outlasted the busy timeout."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY

@@ -18,6 +18,7 @@ __all__ = [
     "SESSION_TO_APPEND",
     "check_database_file",
     "checked_segments",
+    "delete_rows",
     "file_path",
     "has_schema",
     "next_seq_to_append",
@@ -203,3 +204,15 @@ def truncate_segments(conn: sqlite3.Connection, sid: int, keep: int, session_id:
             "UPDATE segments SET count = ?, body = ? WHERE sid = ? AND first_seq = ?",
             (len(kept), body, sid, first),
         )
+
+
+def delete_rows(conn: sqlite3.Connection, session_id: str) -> bool:
+    """Delete the session's row and its segments in *conn*'s open transaction; whether stored.
+
+    Its segments first: a row gone before them would leave them to no session."""
+    row = conn.execute("SELECT sid FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    if row is None:
+        return False
+    conn.execute("DELETE FROM segments WHERE sid = ?", (row[0],))
+    conn.execute("DELETE FROM sessions WHERE sid = ?", (row[0],))
+    return True

@@ -68,7 +68,9 @@ class StoreLifetime:
         self._first_close: FirstClose | None = None
         """Set as the first :meth:`aclose` begins: a close called after it waits for it."""
         self._loading: set[str] = set()
-        """Ids being loaded: a second load or an attach of one meanwhile is refused."""
+        """Ids being loaded or deleted: a second load or an attach of one meanwhile is refused."""
+        self._deleting: set[str] = set()
+        """The ids of :attr:`_loading` a delete reserved, so a refusal names what holds them."""
         self._claimed_new: set[str] = set()
         """Ids claimed by ``claim_new`` that no session is attached under yet."""
         self._releasing: dict[str, trio.Event] = {}

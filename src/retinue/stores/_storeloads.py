@@ -67,7 +67,10 @@ class StoreLoads(StoreLifetime):
             raise StoreError(f"session {session_id!r} is being created", code="SESSION_TRACKED")
         if session_id in self._loading:
             # Its caller will attach what that load returns: a second copy could not be.
-            raise StoreError(f"session {session_id!r} is being loaded", code="SESSION_TRACKED")
+            raise StoreError(
+                f"session {session_id!r} is being {self._reserved_for(session_id)}",
+                code="SESSION_TRACKED",
+            )
         loaded = self._loaded.get(session_id)
         if loaded is not None and loaded.session() is not None:
             # One writer per session: two copies would share one claim and drop each other's events.
@@ -157,6 +160,10 @@ class StoreLoads(StoreLifetime):
             yield
         finally:
             self._loading.discard(session_id)
+
+    def _reserved_for(self, session_id: str) -> str:
+        """What reserved *session_id*, which :attr:`_loading` holds: a load or a delete."""
+        return "deleted" if session_id in self._deleting else "loaded"
 
     async def _load_reserved(self, session_id: str) -> Session:
         what = f"session {session_id!r}"

@@ -14,12 +14,12 @@ from retinue.session import Event, Session, SessionHeader
 from ._common import already_exists
 from ._ids import check_session_id
 from ._records import LetGo, Tracked
-from ._storeloads import StoreLoads
+from ._storedeletes import StoreDeletes
 
 __all__ = ["BufferedStore"]
 
 
-class BufferedStore(StoreLoads):
+class BufferedStore(StoreDeletes):
     """A session store: per-session write-behind buffers over a :class:`StorageBackend`.
 
     Appends are buffered by a synchronous observer (R4.9, R11.6). ``flush`` is
@@ -181,7 +181,10 @@ class BufferedStore(StoreLoads):
                 )
             raise StoreError(f"session {session_id!r} is already attached", code="SESSION_TRACKED")
         if session_id in self._loading:
-            raise StoreError(f"session {session_id!r} is being loaded", code="SESSION_TRACKED")
+            raise StoreError(
+                f"session {session_id!r} is being {self._reserved_for(session_id)}",
+                code="SESSION_TRACKED",
+            )
         self._let_go.pop(session, None)  # attached again: observed from here on
         if replacing is None:
             buffer = list(seed)
