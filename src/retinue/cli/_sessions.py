@@ -1,4 +1,4 @@
-"""``retinue sessions``: list, show, export, import and replay stored session logs."""
+"""``retinue sessions``: list, show, export, import, replay and delete stored session logs."""
 
 from __future__ import annotations
 
@@ -185,6 +185,17 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
         "an invariant is broken or stored records a load would discard are left out.",
     )
     replay.add_argument("id", help=_ID_HELP)
+    delete = commands.add_parser(
+        "delete",
+        parents=[common],
+        help="delete a stored session",
+        description="Delete a stored session: its header and every event, all at once, then "
+        "print 'deleted ID'. A session another process holds (a live agent) is refused and "
+        "left as it is, as is an id the store does not hold: the status is then 1. Forks of "
+        "it keep their own copy of what they were seeded with. A store that does not exist "
+        "is refused, not created.",
+    )
+    delete.add_argument("id", help=_ID_HELP)
     parser.set_defaults(handler=run)
 
 
@@ -209,12 +220,14 @@ def run(args: argparse.Namespace) -> int:
         if sys.stdout is None and _prints_result(args):
             # Started with it closed (``>&-``): print would drop the result without a word.
             raise OSError(errno.EBADF, "cannot write the result: standard output is closed")
-        read_only = args.sessions_command in _READ_ONLY
-        if read_only:
+        # A delete needs a store that exists too, and leaves one that is not a retinue
+        # store (a mistyped path) as it is: opened to read, it still deletes.
+        existing = args.sessions_command in _READ_ONLY or args.sessions_command == "delete"
+        if existing:
             _check_exists(spec)
         if args.sessions_command == "export" and not _prints_result(args):
             refuse_store_overwrite(*parse_store_spec(spec), args.output)
-        store = open_store(spec, create=not read_only)
+        store = open_store(spec, create=not existing)
         return int(trio.run(command, store, args))
     except BrokenPipeError:
         # The reader went away (``| head``): stay quiet, and keep the interpreter's
@@ -333,6 +346,13 @@ async def _replay(store: BufferedStore, args: argparse.Namespace) -> int:
     return 1 if recovered.dropped else 0
 
 
+async def _delete(store: BufferedStore, args: argparse.Namespace) -> int:
+    async with store:
+        await store.delete(args.id)
+    print(printable(f"deleted {args.id}"))
+    return 0
+
+
 def _prints_result(args: argparse.Namespace) -> bool:
     """Whether the command's result goes to standard output (an import only confirms it)."""
     command: str = args.sessions_command
@@ -358,4 +378,5 @@ _COMMANDS: dict[str, Callable[[BufferedStore, argparse.Namespace], Any]] = {
     "export": _export,
     "import": _import,
     "replay": _replay,
+    "delete": _delete,
 }
