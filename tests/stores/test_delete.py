@@ -13,7 +13,7 @@ from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores._writebehind import BufferedStore
 from tests.stores._conformance_kit import store_turns
-from tests.stores._kit import lines, run_turn
+from tests.stores._kit import FlakyBackend, lines, run_turn
 from tests.stores.conftest import StoreKit
 
 
@@ -246,3 +246,46 @@ async def test_delete_of_a_closed_store_is_refused(kit: StoreKit) -> None:
     assert (await _refusal(store.delete("after"))).code == "STORE_CLOSED"
     async with kit.open() as other:
         assert await other.exists("after")
+
+
+class _DeletingFlakyBackend(FlakyBackend):
+    """A flaky memory backend that deletes too."""
+
+    def delete(self, session_id: str) -> None:
+        self.inner.delete(session_id)
+
+
+async def test_delete_refuses_a_session_released_with_its_events_buffered() -> None:
+    """R11.3: a session whose detach failed, released with events buffered for a load to take
+    over, is refused ``SESSION_TRACKED``: deleted, those events would be written into nothing.
+    Taken over and detached, it is deleted."""
+    backend = _DeletingFlakyBackend()
+    store = BufferedStore(backend, name="FlakyStore")  # type: ignore[arg-type]
+    session = Session.create("released")
+    store.attach_new(session)
+    run_turn(session)
+    await store.flush(session)
+    run_turn(session, "buffered")
+    backend.fail_next = True
+    with pytest.raises(StoreError):
+        await store.detach(session)
+    refused = await _refusal(store.delete("released"))
+    assert (refused.code, "released" in refused.message) == ("SESSION_TRACKED", True)
+    taken = await store.load("released")
+    store.attach(taken)
+    await store.detach(taken)
+    assert lines((await store.inspect("released")).events) == lines(session.events)
+    await store.delete("released")
+    assert not await store.exists("released")
+
+
+async def test_a_store_whose_backend_cannot_delete_refuses_and_keeps_the_session() -> None:
+    """R11.3: a store over a backend with no ``delete`` of its own (one written before deletes
+    existed) refuses ``UNSUPPORTED_OPERATION`` and keeps the session."""
+    store = BufferedStore(FlakyBackend(), name="FlakyStore")  # type: ignore[arg-type]
+    session = Session.create("kept")
+    store.attach_new(session)
+    run_turn(session)
+    await store.detach(session)
+    assert (await _refusal(store.delete("kept"))).code == "UNSUPPORTED_OPERATION"
+    assert await store.exists("kept")

@@ -6,6 +6,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from retinue._errors import StoreError
+
 from ._pgrefusals import row_locked
 from ._pgschema import psycopg_module, ran_within_lock_timeout, read_only_refused, until_lock_free
 from ._pgsql import SessionTables
@@ -46,14 +48,20 @@ class TableDeletes:
                 raise row_locked(session_id, _DELETE_LOCK_TIMEOUT_MS)
 
     def _delete_once(self, session_id: str) -> None:
-        """Delete on the write connection, once more on a fresh one if the idle one was dropped.
+        """Delete on the write connection, once more on a fresh one if that one was dropped.
 
         A connection the server closed while idle is found broken only by its first
-        statement, which then committed nothing."""
+        statement, which then committed nothing. One lost at its COMMIT may have
+        committed: the session found gone then is gone by that commit, as the caller's
+        claim keeps every other delete of it out."""
         conn = self._live_writer()
         try:
             self._tables.delete(conn, session_id)
         except psycopg_module().OperationalError:
             if not conn.broken:
                 raise
-            self._tables.delete(self._live_writer(), session_id)
+            try:
+                self._tables.delete(self._live_writer(), session_id)
+            except StoreError as exc:
+                if exc.code != "SESSION_NOT_FOUND":
+                    raise
