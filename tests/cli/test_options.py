@@ -51,7 +51,7 @@ def test_a_missing_sessions_command_is_named_by_its_choices(
     assert caught.value.code == 2
     err = capsys.readouterr().err
     assert err.endswith(
-        "error: the following arguments are required: {list,show,export,import,replay}\n"
+        "error: the following arguments are required: {list,show,export,import,replay,delete}\n"
     )
     assert "sessions_command" not in err
 
