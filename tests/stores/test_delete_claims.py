@@ -16,7 +16,7 @@ import trio
 
 from retinue._errors import StoreError
 from retinue.session import Session
-from retinue.stores import JSONLStore, PostgresStore, SQLiteStore, _sqlite as sqlite_module
+from retinue.stores import JSONLStore, PostgresStore, SQLiteStore
 from retinue.stores._ids import bucket_name, file_stem
 from retinue.stores._writebehind import BufferedStore
 from tests.stores._conformance_kit import store_turns
@@ -162,29 +162,32 @@ async def test_sqlite_delete_leaves_no_row_and_no_lock_file(tmp_path: Path) -> N
     assert _entries(Path(f"{path}.locks")) == []
 
 
-async def test_sqlite_delete_that_fails_part_way_leaves_the_session_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_sqlite_delete_that_fails_part_way_leaves_the_session_whole(tmp_path: Path) -> None:
     """R11.3: SQLite deletes a session in one transaction: a failure once its segments are deleted
-    and before its row is rolls both back, and the session loads whole."""
+    and before its row is (a trigger refusing the row's delete) rolls both back, and the session
+    loads whole; without the trigger the delete goes through."""
     path = tmp_path / "sessions.db"
     session = Session.create("whole")
     async with SQLiteStore(path) as store:
         store.attach_new(session)
         run_turn(session)
         await store.detach(session)
-
-    def fail_part_way(conn: sqlite3.Connection, session_id: str) -> bool:
-        conn.execute("DELETE FROM segments")
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(sqlite_module, "delete_rows", fail_part_way)
+    refuse = "CREATE TRIGGER refuse BEFORE DELETE ON sessions BEGIN SELECT RAISE(ABORT, 'no'); END"
+    _sqlite_run(path, refuse)
     async with SQLiteStore(path) as store:
         with pytest.raises(StoreError) as caught:
             await store.delete("whole")
         assert caught.value.code == "STORAGE_ERROR"
-        monkeypatch.undo()
         assert lines((await store.load("whole")).events) == lines(session.events)
+    _sqlite_run(path, "DROP TRIGGER refuse")
+    async with SQLiteStore(path) as store:
+        await store.delete("whole")
+        assert not await store.exists("whole")
+
+
+def _sqlite_run(path: Path, sql: str) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(sql)
 
 
 async def test_jsonl_delete_removes_the_file_and_the_bucket_it_empties(tmp_path: Path) -> None:
@@ -247,3 +250,38 @@ async def test_postgres_delete_leaves_no_row(postgres_schema: tuple[str, str]) -
         ).fetchall()
     assert sessions == [("kept",)]
     assert segments == [("kept",)]
+
+
+async def test_postgres_delete_that_fails_part_way_leaves_the_session_whole(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """R11.3: PostgreSQL deletes a session in one transaction: a failure once its segments are
+    deleted and before its row is (a trigger refusing the row's delete) rolls both back, and the
+    session loads whole; without the trigger the delete goes through."""
+    import psycopg
+
+    dsn, schema = postgres_schema
+    session = Session.create("whole")
+    async with PostgresStore(dsn, schema=schema) as store:
+        store.attach_new(session)
+        run_turn(session)
+        await store.detach(session)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            f'CREATE FUNCTION "{schema}".refuse() RETURNS trigger LANGUAGE plpgsql AS '
+            "$$ BEGIN RAISE EXCEPTION 'refused'; END $$"
+        )
+        conn.execute(
+            f'CREATE TRIGGER refuse BEFORE DELETE ON "{schema}".retinue_sessions '
+            f'FOR EACH ROW EXECUTE FUNCTION "{schema}".refuse()'
+        )
+    async with PostgresStore(dsn, schema=schema) as store:
+        with pytest.raises(StoreError) as caught:
+            await store.delete("whole")
+        assert caught.value.code == "STORAGE_ERROR"
+        assert lines((await store.load("whole")).events) == lines(session.events)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'DROP TRIGGER refuse ON "{schema}".retinue_sessions')
+    async with PostgresStore(dsn, schema=schema) as store:
+        await store.delete("whole")
+        assert not await store.exists("whole")
