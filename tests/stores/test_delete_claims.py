@@ -17,7 +17,8 @@ import trio
 from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import JSONLStore, PostgresStore, SQLiteStore
-from retinue.stores._ids import bucket_name, file_stem
+from retinue.stores._ids import file_stem
+from retinue.stores._jsonlsteps import bucket_name
 from retinue.stores._writebehind import BufferedStore
 from tests.stores._conformance_kit import store_turns
 from tests.stores._kit import lines, run_turn
@@ -140,11 +141,6 @@ def _entries(directory: Path, *, every: bool = False) -> list[Path]:
     return list(directory.rglob("*") if every else directory.iterdir())
 
 
-def _buckets(root: Path) -> list[str]:
-    """The names of the cwd buckets under *root* (not the store's own dot-directories)."""
-    return [path.name for path in _entries(root) if not path.name.startswith(".")]
-
-
 async def test_sqlite_delete_leaves_no_row_and_no_lock_file(tmp_path: Path) -> None:
     """R11.3: SQLite deletes a session's row and every segment of it, and the lock file of its
     claim; the other sessions' rows stay."""
@@ -190,46 +186,27 @@ def _sqlite_run(path: Path, sql: str) -> None:
         conn.execute(sql)
 
 
-async def test_jsonl_delete_removes_the_file_and_the_bucket_it_empties(tmp_path: Path) -> None:
+async def test_jsonl_delete_removes_the_file_and_keeps_the_bucket(tmp_path: Path) -> None:
     """R11.3: JSONL deletes a session's file, and nothing else under the root holds the session
-    (no temporary, no creation marker); a cwd bucket the delete empties goes, one still holding
-    another session stays, and a session created in that cwd later makes the bucket again."""
+    (no temporary, no creation marker); its cwd bucket stays for the sessions still in it and for
+    creations under way in it."""
     root = tmp_path / "sessions"
     store_kit = StoreKit("jsonl", lambda: JSONLStore(root), *([None] * 3))  # type: ignore[arg-type]
     await store_turns(store_kit, Session.create("gone", cwd="/srv/app"))
     await store_turns(store_kit, Session.create("alone", cwd="/srv/other"))
-    await store_turns(store_kit, Session.create("neighbour", cwd="/srv/other"))
     async with JSONLStore(root) as store:
         await store.delete("gone")
         await store.delete("alone")
-    stem = file_stem("gone")
-    assert [path for path in _entries(root, every=True) if stem in path.name] == []
-    assert _buckets(root) == [bucket_name("/srv/other")]
-    async with JSONLStore(root) as store:
-        again = Session.create("gone", cwd="/srv/app")
+        again = Session.create("alone", cwd="/srv/other")
         store.attach_new(again)
         run_turn(again)
         await store.detach(again)
-        assert lines((await store.load("gone")).events) == lines(again.events)
-        assert await store.exists("neighbour")
-
-
-async def test_jsonl_store_creates_in_a_bucket_another_store_deleted(tmp_path: Path) -> None:
-    """R11.3: a store that made a cwd bucket creates a session in that cwd again after another
-    store's delete removed the bucket, emptied, meanwhile: the bucket is made anew."""
-    root = tmp_path / "sessions"
-    async with JSONLStore(root) as creator, JSONLStore(root) as deleter:
-        first = Session.create("first", cwd="/srv/app")
-        creator.attach_new(first)
-        run_turn(first)
-        await creator.detach(first)
-        await deleter.delete("first")
-        assert _buckets(root) == []
-        second = Session.create("second", cwd="/srv/app")
-        creator.attach_new(second)
-        run_turn(second)
-        await creator.detach(second)
-        assert lines((await deleter.load("second")).events) == lines(second.events)
+    stem = file_stem("gone")
+    assert [path for path in _entries(root, every=True) if stem in path.name] == []
+    assert len([path for path in _entries(root) if not path.name.startswith(".")]) == 2
+    async with JSONLStore(root) as store:
+        assert lines((await store.load("alone")).events) == lines(again.events)
+        assert not await store.exists("gone")
 
 
 async def test_postgres_delete_leaves_no_row(postgres_schema: tuple[str, str]) -> None:
@@ -285,3 +262,23 @@ async def test_postgres_delete_that_fails_part_way_leaves_the_session_whole(
     async with PostgresStore(dsn, schema=schema) as store:
         await store.delete("whole")
         assert not await store.exists("whole")
+
+
+async def test_jsonl_delete_keeps_a_bucket_another_links_to(tmp_path: Path) -> None:
+    """R11.3: deleting the last session of a bucket another cwd's bucket links to leaves the
+    bucket: a session is created in the linked cwd afterwards, and loads."""
+    root = tmp_path / "sessions"
+    async with JSONLStore(root) as store:
+        first = Session.create("one", cwd="/real")
+        store.attach_new(first)
+        run_turn(first)
+        await store.detach(first)
+    (root / bucket_name("/alias")).symlink_to(bucket_name("/real"))
+    async with JSONLStore(root) as store:
+        await store.delete("one")
+        second = Session.create("two", cwd="/alias")
+        store.attach_new(second)
+        run_turn(second)
+        await store.detach(second)
+    async with JSONLStore(root) as store:
+        assert lines((await store.load("two")).events) == lines(second.events)

@@ -24,10 +24,12 @@ from ._jsonlfiles import (
     SessionFile,
     after_last_lines,
     close_all,
+    fsync_directory,
     held_in_place,
     lock_stored,
     make_directory,
     mark_creation,
+    open_temporary,
     remove_held,
     remove_leftovers,
     root_path,
@@ -237,7 +239,11 @@ class JSONLBackend(SessionFileDeletes):
         self._remove_left(batch.session_id)
         with opening(batch.session_id):
             path = session_path(self._root, header)
-            temporary, fd = self._temporary_in_bucket(path, group)
+            self._make_bucket(path.parent)
+            if path.parent not in group.directories:
+                # Opened now: once the files fill the descriptor table it could not be.
+                group.directories[path.parent] = os.open(path.parent, os.O_RDONLY)
+            temporary, fd = open_temporary(path)
             new = NewFile(
                 group.index, batch.session_id, temporary, path, fd, len(batch.events), None
             )
@@ -270,6 +276,19 @@ class JSONLBackend(SessionFileDeletes):
             ) from exc
         del self._left[session_id]
         close_all([left.fd])
+
+    def _make_bucket(self, bucket: Path) -> None:
+        """Create *bucket* and sync it into the root, once per bucket and backend.
+
+        Synced even when it exists: the writer that made it may not have synced it yet.
+        """
+        if bucket in self._durable_buckets:
+            return
+        if bucket.is_dir():
+            fsync_directory(bucket.parent)
+        else:
+            make_directory(bucket)
+        self._durable_buckets.add(bucket)
 
     def _link_new(self, group: Group, results: list[StoreError | None]) -> None:
         linked: set[Path] = set()
