@@ -17,8 +17,8 @@ import trio
 from retinue._errors import StoreError
 from retinue.session import Session
 from retinue.stores import JSONLStore, PostgresStore, SQLiteStore
-from retinue.stores._ids import file_stem
-from retinue.stores._jsonlsteps import bucket_name
+from retinue.stores._ids import bucket_name, file_stem
+from retinue.stores._jsonl import JSONLBackend
 from retinue.stores._writebehind import BufferedStore
 from tests.stores._conformance_kit import store_turns
 from tests.stores._kit import lines, run_turn
@@ -282,3 +282,36 @@ async def test_jsonl_delete_keeps_a_bucket_another_links_to(tmp_path: Path) -> N
         await store.detach(second)
     async with JSONLStore(root) as store:
         assert lines((await store.load("two")).events) == lines(second.events)
+
+
+@pytest.mark.parametrize("operation", ["delete", "load"])
+async def test_jsonl_session_deleted_between_lookup_and_open_is_not_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, operation: str
+) -> None:
+    """R11.3: a session another store deletes after this one found its file, before it
+    opened it, is not stored: ``SESSION_NOT_FOUND``, as when it was gone before."""
+    root = tmp_path / "sessions"
+    await store_turns(
+        StoreKit("jsonl", lambda: JSONLStore(root), *([None] * 3)),  # type: ignore[arg-type]
+        Session.create("gone", cwd="/srv/app"),
+    )
+    other = JSONLBackend(root)
+    other.open()
+    found = JSONLBackend._only_stored
+
+    def found_then_deleted(backend: JSONLBackend, session_id: str) -> Path | None:
+        path = found(backend, session_id)
+        if backend is not other and path is not None:
+            other.claim(session_id)
+            other.delete(session_id)
+            other.release(session_id)
+        return path
+
+    monkeypatch.setattr(JSONLBackend, "_only_stored", found_then_deleted)
+    try:
+        async with JSONLStore(root) as store:
+            with pytest.raises(StoreError) as caught:
+                await getattr(store, operation)("gone")
+    finally:
+        other.close()
+    assert caught.value.code == "SESSION_NOT_FOUND"

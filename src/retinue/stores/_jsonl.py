@@ -369,7 +369,10 @@ class JSONLBackend(SessionFileDeletes):
                     raise StoreError(
                         f"session {session_id!r} is not stored", code="SESSION_NOT_FOUND"
                     )
-                fd = os.open(path, os.O_RDWR | os.O_APPEND)
+                try:
+                    fd = os.open(path, os.O_RDWR | os.O_APPEND)
+                except FileNotFoundError:
+                    continue  # deleted since it was found: looked up again, it is not stored
             if self._locked(session_id, path, fd):
                 handle = SessionFile(fd, path, measured=False)
                 self._open[session_id] = handle
