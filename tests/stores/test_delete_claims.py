@@ -315,3 +315,31 @@ async def test_jsonl_session_deleted_between_lookup_and_open_is_not_found(
     finally:
         other.close()
     assert caught.value.code == "SESSION_NOT_FOUND"
+
+
+async def test_jsonl_delete_reaching_a_closed_backend_is_refused_store_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.3: a JSONL delete whose backend closed after it took the claim (the store closed
+    meanwhile) is refused ``STORE_CLOSED``, as SQLite and PostgreSQL refuse it, and the
+    session stays whole."""
+    root = tmp_path / "sessions"
+    session = Session.create("kept", cwd="/srv/app")
+    await store_turns(
+        StoreKit("jsonl", lambda: JSONLStore(root), *([None] * 3)),  # type: ignore[arg-type]
+        session,
+    )
+    deleting = JSONLBackend.delete
+
+    def closed_first(backend: JSONLBackend, session_id: str) -> None:
+        backend.close()
+        deleting(backend, session_id)
+
+    monkeypatch.setattr(JSONLBackend, "delete", closed_first)
+    async with JSONLStore(root) as store:
+        with pytest.raises(StoreError) as caught:
+            await store.delete("kept")
+    assert caught.value.code == "STORE_CLOSED"
+    monkeypatch.undo()
+    async with JSONLStore(root) as store:
+        assert lines((await store.load("kept")).events) == lines(session.events)

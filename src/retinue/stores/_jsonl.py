@@ -423,15 +423,6 @@ class JSONLBackend(SessionFileDeletes):
                 lambda: self._stored(session_id) is not None,
             )
 
-    def _check_open(self) -> None:
-        """Refuse a claim or write that reaches a closed backend.
-
-        One taken up would open and lock a session file that no close releases
-        any more: every other store would find the session locked until exit.
-        """
-        if self._closed:
-            raise StoreError(f"the JSONL store at {self._root} is closed", code="STORE_CLOSED")
-
     def release(self, session_id: str) -> None:
         """Close the session's file, dropping its lock."""
         with self._lock:

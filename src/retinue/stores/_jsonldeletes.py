@@ -34,6 +34,7 @@ class SessionFileDeletes(SessionFileReads):
         creation in it may be under way, past its check that the bucket exists.
         """
         with self._lock:
+            self._check_open()  # a close meanwhile gave the claim up with the file
             handle = self._open.get(session_id)
             if handle is None:
                 raise StoreError(

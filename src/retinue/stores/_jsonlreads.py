@@ -7,7 +7,7 @@ import os
 import threading
 from pathlib import Path
 
-from retinue._errors import CorruptSessionError
+from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import SessionHeader
 from retinue.session._codec import LongIntError, loads_line
 
@@ -34,6 +34,16 @@ class SessionFileReads:
     _left: dict[str, LeftFile]
     """Files a failed creation linked in and could not remove, by id."""
     _lock: threading.RLock
+    _closed: bool
+
+    def _check_open(self) -> None:
+        """Refuse a claim, write or delete that reaches a closed backend.
+
+        One taken up would open and lock a session file that no close releases
+        any more: every other store would find the session locked until exit.
+        """
+        if self._closed:
+            raise StoreError(f"the JSONL store at {self._root} is closed", code="STORE_CLOSED")
 
     def _find(self, session_id: str) -> Path | None:
         # The file of a live session is where it was opened, unless removed since.
