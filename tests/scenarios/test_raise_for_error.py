@@ -143,6 +143,16 @@ def test_an_attrs_error_keeps_its_type(kind: type[SlottedError | FrozenError]) -
     assert raised.detail == "why"
 
 
+def raised_copy(stored: Exception) -> BaseException:
+    """What ``raise_for_error`` raises for a turn *stored* ended: a copy, equal in type and text."""
+    result = TurnResult(1, TurnEndReason.error(1, str(stored), None), error=stored)
+    with pytest.raises(type(stored)) as caught:
+        result.raise_for_error()
+    assert caught.value is not stored
+    assert str(caught.value) == str(stored)
+    return caught.value
+
+
 class MissingFileError(OSError):
     """An ``OSError`` whose ``__init__`` takes other args than ``OSError``'s."""
 
@@ -162,12 +172,7 @@ def test_a_built_in_error_s_fields_outside_its_args_are_kept() -> None:
     file name, an ``ImportError``'s module name and path), even when the subclass's own
     ``__init__`` put them there."""
     for stored in (MissingFileError("/etc/x"), MissingModuleError("yaml")):
-        result = TurnResult(1, TurnEndReason.error(1, str(stored), None), error=stored)
-        with pytest.raises(type(stored)) as caught:
-            result.raise_for_error()
-        copy = caught.value
-        assert copy is not stored
-        assert str(copy) == str(stored)
+        copy = raised_copy(stored)
         if isinstance(stored, OSError):
             assert isinstance(copy, OSError)
             assert (copy.errno, copy.filename) == (2, "/etc/x")
@@ -190,12 +195,7 @@ def test_an_exception_group_and_an_attribute_error_are_copied_whole() -> None:
     with pytest.raises(AttributeError) as raised:
         [].nope  # type: ignore[attr-defined]  # noqa: B018
     for stored in (Failures("two failed", [ValueError("a"), KeyError("b")]), raised.value):
-        result = TurnResult(1, TurnEndReason.error(1, str(stored), None), error=stored)
-        with pytest.raises(type(stored)) as caught:
-            result.raise_for_error()
-        copy = caught.value
-        assert copy is not stored
-        assert str(copy) == str(stored)
+        copy = raised_copy(stored)
         if isinstance(stored, ExceptionGroup):
             assert isinstance(copy, ExceptionGroup)
             assert copy.exceptions == stored.exceptions
