@@ -188,6 +188,8 @@ async def test_jsonl_a_first_write_of_an_id_another_store_claims_says_who_has_it
             with pytest.raises(StoreError) as caught:
                 await writer.flush(session)
             assert caught.value.code == "SESSION_ALREADY_EXISTS"
-            assert "another store or process is creating or writing it" in str(caught.value)
+            assert "another store or process is creating, writing or deleting it" in str(
+                caught.value
+            )
             assert await writer.list() == []
             await holder.release_new("s")  # so the writer's close can store what it holds

@@ -154,5 +154,5 @@ async def test_a_refusal_of_an_id_created_elsewhere_says_another_writer_holds_it
                 await two.create_agent("b", OPTIONS, session_id="s")
             assert caught.value.code == "SESSION_ALREADY_EXISTS"
             assert str(caught.value) == (
-                "session 's' already exists: another store or process is creating or writing it"
+                "session 's' already exists: another store or process is creating, writing or deleting it"
             )

@@ -276,9 +276,12 @@ def already_exists(session_id: str, why: str = "") -> StoreError:
 
 
 def held_elsewhere(session_id: str) -> StoreError:
-    """The refusal of creating a session another store or process holds: listed nowhere yet,
-    maybe, so it says who has it, or the refusal would read as a mistake."""
-    return already_exists(session_id, ": another store or process is creating or writing it")
+    """The refusal of creating a session another store or process holds: maybe listed
+    nowhere (not yet, or no more while a delete still holds it), so it says who has it,
+    or the refusal would read as a mistake."""
+    return already_exists(
+        session_id, ": another store or process is creating, writing or deleting it"
+    )
 
 
 def claim_new_id(
