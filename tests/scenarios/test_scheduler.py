@@ -507,8 +507,8 @@ async def test_scheduler_keeps_a_parallel_body_s_context_variables_its_own(
     autojump_clock: trio.testing.MockClock, calls: int
 ) -> None:
     """R9.16: a parallel-safe call's body runs in a task of its own, so a context variable
-    it sets (a ``decimal`` context, a tracing span) reaches neither the agent's later
-    events nor its next steps and turns, the step's last call's body included."""
+    it sets (a ``decimal`` context, a tracing span) reaches no event of the agent's, its
+    own call's and the other calls' results included, nor its next steps and turns."""
     step = CallTools([ToolCallSpec("set_context", f'{{"value": "v{i}"}}') for i in range(calls)])
     model = ScriptedModel([step, Reply("done"), Reply("again")])
     seen: list[str] = []
@@ -518,5 +518,4 @@ async def test_scheduler_keeps_a_parallel_body_s_context_variables_its_own(
         assert (await agent.ask("go")).reason.kind == "completed"
         assert (await agent.ask("more")).reason.kind == "completed"
     assert len(seen) > 10
-    assert set(seen[-8:]) == {"-"}
-    assert seen.count("-") >= len(seen) - calls
+    assert set(seen) == {"-"}

@@ -5,10 +5,9 @@ exclusive call is a barrier. Inside a group, ``tool/call`` and pre-execute run
 in model order in this task; only the bodies overlap, as child tasks of a
 nursery the group opens inside the step's scope, at most
 ``max_parallel_tool_calls`` at a time (read as the group starts). A commit
-cursor runs post-execute and appends ``tool/result`` in model order: this task
-advances it until every call of the group has started, then the body whose
-settle readies the cursor's call does. A parallel call's body never runs in
-this task, which is the agent's: context variables it sets stay its own.
+cursor runs post-execute and appends ``tool/result`` in model order, in this
+task. No parallel body runs in this task, which is the agent's, and no commit
+in a body's task: context variables a body sets stay its own.
 """
 
 from __future__ import annotations
@@ -64,12 +63,6 @@ class _StepTools:
     in_flight: int = 0
     # The scheduler's task while it waits for a body to settle, else None.
     waiter: trio.lowlevel.Task | None = None
-    # Once every call of a group started, its bodies commit as they settle: the commit
-    # cursor, the group's end, and the first failure of a commit, raised by the scheduler.
-    handed: bool = False
-    cursor: int = 0
-    end: int = 0
-    failure: Exception | None = None
 
 
 async def run_tool_calls(
@@ -93,8 +86,6 @@ async def run_tool_calls(
         else:
             async with trio.open_nursery() as nursery:
                 index = await _pool(step, index, lead, nursery)
-            if step.handed:
-                await _handed_back(step)
         if signal.cancel_called:
             return None
     return step.contexts  # noqa: ASYNC910 - per step; a step without tool calls adds no scheduling point
@@ -155,13 +146,6 @@ async def _pool(step: _StepTools, start: int, lead: Tool, nursery: trio.Nursery)
                     nursery.start_soon(_dispatch, step, started, prepared)
                 started += 1
             elif cursor < started:
-                if started == end:
-                    # Every call of the group started: each body commits what its settle
-                    # makes ready (_commit_settled), and the nursery's exit waits for the
-                    # last, where waking this task at each settle, then exiting, costs a
-                    # task switch more.
-                    step.handed, step.cursor, step.end = True, cursor, end
-                    break
                 await _next_settled(step)
             else:
                 break  # aborted: the calls never started get synthetic results
@@ -259,10 +243,6 @@ async def _dispatch(step: _StepTools, index: int, prepared: PreparedCall) -> Non
         step.record.settled[step.calls[index].id] = (prepared, result)
     finally:
         step.in_flight -= 1
-    if step.handed:
-        if index == step.cursor:
-            await _commit_settled(step)
-        return
     # Only a settled body wakes the scheduler. One that raised (Ctrl-C) cancels the
     # group's nursery, whose cancel reaches the parked scheduler: woken here, it would
     # start the next call into that cancelled nursery first.
@@ -270,41 +250,6 @@ async def _dispatch(step: _StepTools, index: int, prepared: PreparedCall) -> Non
     if waiter is not None:
         step.waiter = None
         trio.lowlevel.reschedule(waiter)
-
-
-async def _commit_settled(step: _StepTools) -> None:
-    """Commit, in a body's task, the settled calls from the cursor on (R9.14, R9.17).
-
-    Only the body settling the cursor's call commits, so commits keep model order. A
-    cancel stops it as it would have stopped the scheduler waiting for this settle; a
-    commit's failure (an observer raising on an append) commits nothing more and is
-    raised by the scheduler once the running bodies finished (R9.22).
-    """
-    await trio.lowlevel.checkpoint_if_cancelled()
-    results, end = step.results, step.end
-    try:
-        while step.failure is None and step.cursor < end and results[step.cursor] is not None:
-            if not _commit_at_once(step, step.cursor):
-                await _commit(step, step.cursor)
-            step.cursor += 1
-    except Exception as exc:
-        step.failure = exc
-
-
-async def _handed_back(step: _StepTools) -> None:  # noqa: ASYNC910 - runs right after the group's nursery exit, which checkpoints
-    """Once a handed group's nursery exited: raise a commit's failure, else commit what is
-    left (nothing, unless a cancel stopped a body's commit)."""
-    step.handed = False
-    failure, step.failure = step.failure, None
-    if failure is not None:
-        raise failure
-    while step.cursor < step.end:
-        index = step.cursor
-        if step.results[index] is None:
-            break
-        if not _commit_at_once(step, index):
-            await _commit(step, index)
-        step.cursor += 1
 
 
 def _commit_at_once(step: _StepTools, index: int) -> bool:
