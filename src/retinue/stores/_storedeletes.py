@@ -48,33 +48,17 @@ class StoreDeletes(StoreLoads):
         await self._ensure_open()
         while (releasing := self._releasing.get(session_id)) is not None:
             await releasing.wait()  # its claim is going: the stored session is deleted after
-        self._refuse_held(session_id)
-        self._loading.add(session_id)
-        self._deleting.add(session_id)
-        try:
-            await self._delete_claimed(session_id, delete)
-        finally:
-            self._deleting.discard(session_id)
-            self._loading.discard(session_id)
-
-    def _refuse_held(self, session_id: str) -> None:
-        """Refuse to delete a session this store holds: its writer would write it on."""
-        what = f"session {session_id!r}"
-        tracked = self._tracked.get(session_id)
-        if tracked is not None:
-            state = "released with its events buffered" if tracked.released else "attached"
-            raise StoreError(f"{what} is {state}: detach it first", code="SESSION_TRACKED")
-        if session_id in self._claimed_new:
-            raise StoreError(f"{what} is being created", code="SESSION_TRACKED")
-        if session_id in self._loading:
-            state = self._reserved_for(session_id)
-            raise StoreError(f"{what} is being {state}", code="SESSION_TRACKED")
-        loaded = self._loaded.get(session_id)
-        if loaded is not None and loaded.session() is not None:
+        if self._refuse_held(session_id, ": detach it first") is not None:
             raise StoreError(
-                f"{what} is loaded and not yet attached or detached: detach it first",
+                f"session {session_id!r} is released with its events buffered: detach it first",
                 code="SESSION_TRACKED",
             )
+        self._deleting.add(session_id)
+        try:
+            with self._reserved(session_id):
+                await self._delete_claimed(session_id, delete)
+        finally:
+            self._deleting.discard(session_id)
 
     async def _delete_claimed(self, session_id: str, delete: Callable[..., None]) -> None:
         """Claim the session as a load does, delete it, then give the claim up.

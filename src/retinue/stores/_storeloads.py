@@ -57,27 +57,7 @@ class StoreLoads(StoreLifetime):
         await self._ensure_open()
         while (releasing := self._releasing.get(session_id)) is not None:
             await releasing.wait()  # its claim is going: the stored session is loaded anew
-        released = self._tracked.get(session_id)
-        if released is not None and not released.released:
-            raise StoreError(
-                f"session {session_id!r} is attached and live{_READ_INSTEAD}",
-                code="SESSION_TRACKED",
-            )
-        if session_id in self._claimed_new:
-            raise StoreError(f"session {session_id!r} is being created", code="SESSION_TRACKED")
-        if session_id in self._loading:
-            # Its caller will attach what that load returns: a second copy could not be.
-            raise StoreError(
-                f"session {session_id!r} is being {self._reserved_for(session_id)}",
-                code="SESSION_TRACKED",
-            )
-        loaded = self._loaded.get(session_id)
-        if loaded is not None and loaded.session() is not None:
-            # One writer per session: two copies would share one claim and drop each other's events.
-            raise StoreError(
-                f"session {session_id!r} is loaded and not yet attached or detached{_READ_INSTEAD}",
-                code="SESSION_TRACKED",
-            )
+        released = self._refuse_held(session_id, _READ_INSTEAD)
         with self._reserved(session_id):
             if released is not None and released.header is not None:
                 released = await self._unless_stored_since(released)
@@ -160,6 +140,32 @@ class StoreLoads(StoreLifetime):
             yield
         finally:
             self._loading.discard(session_id)
+
+    def _refuse_held(self, session_id: str, hint: str) -> Tracked | None:
+        """Refuse *session_id* if this store holds it for a writer: attached and live, being
+        created, reserved by a load or a delete, or loaded and not yet attached or detached.
+
+        Returns the released session it still tracks, if any. *hint* ends the
+        refusals of a session a writer of this store has.
+        """
+        what = f"session {session_id!r}"
+        tracked = self._tracked.get(session_id)
+        if tracked is not None and not tracked.released:
+            raise StoreError(f"{what} is attached and live{hint}", code="SESSION_TRACKED")
+        if session_id in self._claimed_new:
+            raise StoreError(f"{what} is being created", code="SESSION_TRACKED")
+        if session_id in self._loading:
+            # Its caller will attach what that load returns: a second copy could not be.
+            raise StoreError(
+                f"{what} is being {self._reserved_for(session_id)}", code="SESSION_TRACKED"
+            )
+        loaded = self._loaded.get(session_id)
+        if loaded is not None and loaded.session() is not None:
+            # One writer per session: two copies would share one claim and drop each other's events.
+            raise StoreError(
+                f"{what} is loaded and not yet attached or detached{hint}", code="SESSION_TRACKED"
+            )
+        return tracked
 
     def _reserved_for(self, session_id: str) -> str:
         """What reserved *session_id*, which :attr:`_loading` holds: a load or a delete."""
