@@ -17,7 +17,7 @@ import attrs
 
 from retinue._errors import ConfigError
 from retinue._lossless import shown_short
-from retinue._options import MAX_SAFE_INTEGER, AgentOptions, cwd_problem, name_problem
+from retinue._options import AgentOptions, cwd_problem, name_problem
 from retinue.stores._ids import MAX_ID_LENGTH, id_problem
 
 __all__ = [
@@ -27,7 +27,6 @@ __all__ = [
     "both_identities",
     "check_agent_option",
     "check_cap",
-    "check_count",
     "check_cwd",
     "check_exact_id",
     "check_flag",
@@ -79,16 +78,6 @@ def check_cap(_instance: object, _attribute: object, value: int) -> None:
     if type(value) is not int or value < 1:
         raise InvalidValueError(
             "max_parallel_tool_calls", f"must be a positive integer, got {shown_short(value)}"
-        )
-
-
-def check_count(
-    _instance: object, attribute: attrs.Attribute[int | None], value: int | None
-) -> None:
-    """Refuse a count (``max_tokens``, ``max_steps``, ...) outside 1..2**53-1; None passes."""
-    if value is not None and (type(value) is not int or not 0 < value <= MAX_SAFE_INTEGER):
-        raise InvalidValueError(
-            attribute.name, f"must be an integer in 1..2**53-1, got {shown_short(value)}"
         )
 
 

@@ -36,7 +36,6 @@ from retinue._config_checks import (
     both_identities,
     check_agent_option,
     check_cap,
-    check_count,
     check_cwd,
     check_exact_id,
     check_flag,
@@ -121,7 +120,7 @@ class AgentEntry:
     """The provider half of the model route."""
     model: str | None = attrs.field(default=None, kw_only=True, validator=check_name)
     """The model name."""
-    max_tokens: int | None = attrs.field(default=None, kw_only=True, validator=check_count)
+    max_tokens: int | None = attrs.field(default=None, kw_only=True, validator=check_agent_option)
     """The per-request output limit, 1..2**53-1."""
     temperature: float | None = attrs.field(
         default=None, kw_only=True, validator=check_agent_option
@@ -135,10 +134,10 @@ class AgentEntry:
         default=None, kw_only=True, validator=check_agent_option
     )
     """The agent's persona, a template with ``{{variables}}``."""
-    max_steps: int | None = attrs.field(default=None, kw_only=True, validator=check_count)
+    max_steps: int | None = attrs.field(default=None, kw_only=True, validator=check_agent_option)
     """The most steps one turn may take, 1..2**53-1 (``AgentOptions.max_steps``)."""
     max_prompts_per_turn: int | None = attrs.field(
-        default=None, kw_only=True, validator=check_count
+        default=None, kw_only=True, validator=check_agent_option
     )
     """The most queued prompts one turn takes, 1..2**53-1
     (``AgentOptions.max_prompts_per_turn``)."""

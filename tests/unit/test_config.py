@@ -96,7 +96,7 @@ def test_parse_config_reads_the_turn_limits_of_an_entry() -> None:
 @pytest.mark.parametrize("value", [0, -1, 2**53, 1.5, True, "3"])
 def test_parse_config_names_an_invalid_turn_limit_by_its_key(key: str, value: object) -> None:
     """R13.2: a count outside 1..2**53-1, or of another type, is refused naming its key path."""
-    reason = "(must be an integer in 1..2\\*\\*53-1|expected an integer), got "
+    reason = "(must be a positive integer <= 2\\*\\*53-1|expected an integer), got "
     with pytest.raises(retinue.ConfigError, match=rf"agents\[1\]\.{key}: {reason}"):
         parse_config({"agents": [{"id": "a"}, {"id": "b", key: value}]})
 

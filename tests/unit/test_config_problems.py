@@ -20,11 +20,11 @@ INVALID = [
     ('max_parallel_tool_calls = "4"', "max_parallel_tool_calls: expected an integer, got '4'"),
     (
         '[[agents]]\nid = "a"\n[[agents]]\nid = "b"\n[[agents]]\nid = "c"\nmax_tokens = 0',
-        "agents[2].max_tokens: must be an integer in 1..2**53-1, got 0",
+        "agents[2].max_tokens: must be a positive integer <= 2**53-1, got 0",
     ),
     (
         '[[agents]]\nid = "a"\nmax_tokens = 9007199254740992',
-        "agents[0].max_tokens: must be an integer in 1..2**53-1, got 9007199254740992",
+        "agents[0].max_tokens: must be a positive integer <= 2**53-1, got 9007199254740992",
     ),
     ('[[agents]]\nid = "a"\nmax_tokens = false', "agents[0].max_tokens: expected an integer"),
     (
@@ -166,7 +166,7 @@ def test_values_built_in_python_list_every_duplicate_identity() -> None:
         (
             {"id": "a", "session_id": "x", "resume_session_id": "y", "max_tokens": 0},
             (
-                "agents[0].max_tokens: must be an integer in 1..2**53-1, got 0; "
+                "agents[0].max_tokens: must be a positive integer <= 2**53-1, got 0; "
                 "agents[0].resume_session_id: cannot be combined with session_id"
             ),
         ),
@@ -229,7 +229,7 @@ def test_parse_config_rejects_a_document_that_is_not_a_table() -> None:
 
 def test_values_built_in_python_are_validated_too() -> None:
     """R13.2: the same rules guard values constructed directly."""
-    with pytest.raises(retinue.ConfigError, match="max_tokens: must be an integer"):
+    with pytest.raises(retinue.ConfigError, match="max_tokens: must be a positive integer"):
         AgentEntry("a", max_tokens=0)
     with pytest.raises(retinue.ConfigError, match="resume_session_id: cannot be combined"):
         AgentEntry("a", session_id="s", resume_session_id="r")
