@@ -25,8 +25,9 @@ from retinue.providers import (
     RetryPolicy,
     manage,
 )
-from retinue.providers._failures import retry_after_seconds, status_error
+from retinue.providers._failures import status_error
 from retinue.providers._feedback import report_response
+from retinue.providers._ratelimits import retry_after_seconds
 
 from .support import FakeModel, collect, make_request
 

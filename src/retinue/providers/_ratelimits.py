@@ -1,15 +1,25 @@
-"""Parse providers' rate-limit response headers into one neutral record (pure)."""
+"""Parse providers' rate-limit and retry-after response headers: the budget left and the
+wait a response asks for."""
 
 from __future__ import annotations
 
+import math
 import re
+import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import MAXYEAR, UTC, datetime
 from typing import final
 
 import attrs
 
-__all__ = ["RateLimitInfo", "parse_duration", "parse_rate_limits", "wait_number"]
+__all__ = [
+    "RateLimitInfo",
+    "parse_duration",
+    "parse_rate_limits",
+    "retry_after_seconds",
+    "spent_budget_wait",
+    "wait_number",
+]
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
@@ -129,3 +139,58 @@ def parse_rate_limits(headers: Mapping[str, str], wall_now: float) -> RateLimitI
         _int(get(f"{prefix}{tokens}-remaining")),
         _reset(get(f"{prefix}{tokens}-reset"), wall_now),
     )
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """The wait a response asks for: ``retry-after-ms`` first, then ``retry-after``.
+
+    ``retry-after`` may be seconds or an HTTP date; a date in the past gives 0.
+    A wait too long for a float (``1e400``, ``inf``, a date past the year 9999)
+    is ``math.inf``: longer than any ``max_retry_after``, as it was asked to be.
+    Returns ``None`` when neither header gives a wait: absent, NaN, negative or
+    unreadable.
+    """
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        milliseconds = wait_number(value)
+        if milliseconds is not None:
+            return milliseconds / 1000.0
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    seconds = wait_number(value)
+    return _http_date_delay(value) if seconds is None else seconds
+
+
+def _http_date_delay(value: str) -> float | None:
+    from email.utils import parsedate_to_datetime, parsedate_tz
+
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        # A date no datetime holds is a wait as long as any other too large to hold.
+        fields = parsedate_tz(value)
+        return math.inf if fields is not None and fields[0] > MAXYEAR else None
+    if moment.tzinfo is None:
+        # An HTTP date is UTC whatever its form (RFC 9110), asctime's that names no
+        # zone and a -0000 too: read in the host's zone, it would be hours off.
+        moment = moment.replace(tzinfo=UTC)
+    return max(0.0, moment.timestamp() - time.time())
+
+
+def spent_budget_wait(headers: Mapping[str, str]) -> float | None:
+    """Seconds until a budget the rate-limit headers report spent is back; ``None`` if none is.
+
+    The longest reset of the budgets at 0 (requests, tokens): until then the
+    provider refuses the request again.
+    """
+    limits = parse_rate_limits(headers, time.time())
+    resets = [
+        reset
+        for remaining, reset in (
+            (limits.requests_remaining, limits.requests_reset),
+            (limits.tokens_remaining, limits.tokens_reset),
+        )
+        if remaining is not None and remaining <= 0 and reset
+    ]
+    return max(resets, default=None)
