@@ -502,17 +502,32 @@ async def set_context(value: str) -> str:
     return value
 
 
-@pytest.mark.parametrize("calls", [1, 2])
-async def test_scheduler_keeps_a_parallel_body_s_context_variables_its_own(
-    autojump_clock: trio.testing.MockClock, calls: int
+@retinue.tool
+async def set_context_alone(value: str) -> str:
+    """Set a context variable, as ``set_context`` does, in a call that runs alone.
+
+    Args:
+        value: What to set.
+    """
+    _SET_BY_TOOL.set(value)
+    await trio.lowlevel.checkpoint()
+    return value
+
+
+@pytest.mark.parametrize(
+    ("name", "calls"), [("set_context", 1), ("set_context", 2), ("set_context_alone", 2)]
+)
+async def test_scheduler_keeps_a_body_s_context_variables_its_own(
+    autojump_clock: trio.testing.MockClock, name: str, calls: int
 ) -> None:
-    """R9.16: a parallel-safe call's body runs in a task of its own, so a context variable
-    it sets (a ``decimal`` context, a tracing span) reaches no event of the agent's, its
-    own call's and the other calls' results included, nor its next steps and turns."""
-    step = CallTools([ToolCallSpec("set_context", f'{{"value": "v{i}"}}') for i in range(calls)])
+    """R9.16: a call's body runs in a task of its own, parallel-safe or run alone, so a
+    context variable it sets (a ``decimal`` context, a tracing span) reaches no event of
+    the agent's, its own call's and the other calls' results included, nor its next steps
+    and turns."""
+    step = CallTools([ToolCallSpec(name, f'{{"value": "v{i}"}}') for i in range(calls)])
     model = ScriptedModel([step, Reply("done"), Reply("again")])
     seen: list[str] = []
-    async with runtime(model, tools=[set_context]) as rt:
+    async with runtime(model, tools=[set_context, set_context_alone]) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         rt.hooks.on("session/event", lambda _session, _event: seen.append(_SET_BY_TOOL.get()))
         assert (await agent.ask("go")).reason.kind == "completed"

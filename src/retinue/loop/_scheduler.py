@@ -1,13 +1,14 @@
 """The per-step parallel tool scheduler (SPEC 9.3).
 
 Calls are grouped lazily: a run of parallel-safe calls forms one group, each
-exclusive call is a barrier. Inside a group, ``tool/call`` and pre-execute run
+exclusive call is a barrier, run alone. Inside a group, ``tool/call`` and pre-execute run
 in model order in this task; only the bodies overlap, as child tasks of a
 nursery the group opens inside the step's scope, at most
 ``max_parallel_tool_calls`` at a time (read as the group starts). A commit
 cursor runs post-execute and appends ``tool/result`` in model order, in this
-task. No parallel body runs in this task, which is the agent's, and no commit
-in a body's task: context variables a body sets stay its own.
+task. No body runs in this task, which is the agent's (an exclusive call's
+too runs in a child task, alone), and no commit in a body's task: context
+variables a body sets stay its own.
 """
 
 from __future__ import annotations
@@ -176,13 +177,16 @@ async def _next_settled(step: _StepTools) -> None:
 
 
 async def _run_exclusive(step: _StepTools, index: int) -> None:  # noqa: ASYNC910 - a call denied at once commits without a yield: the step checkpointed in its model stream
-    """Run one exclusive call to its commit, its body awaited in this task."""
+    """Run one exclusive call to its commit, its body alone in a task of its own."""
     prepared = _prepare_at_once(step, index, None)
     if prepared is None:
         prepared = await _prepare(step, index, None)
     if _admit(step, index, prepared):
-        step.results[index] = result = await _body(step, prepared)
-        step.record.settled[step.calls[index].id] = (prepared, result)
+        # A child task, as a parallel body's: a context variable the body sets is not
+        # left behind in this task, the agent's, for its later steps and turns.
+        async with trio.open_nursery() as nursery:
+            step.in_flight += 1
+            nursery.start_soon(_dispatch, step, index, prepared)
     if step.results[index] is not None and not _commit_at_once(step, index):
         await _commit(step, index)
 
@@ -220,19 +224,8 @@ def _admit(step: _StepTools, index: int, prepared: PreparedCall) -> bool:
     return True
 
 
-async def _body(step: _StepTools, prepared: PreparedCall) -> ToolExecutionResult:
-    """Dispatch the call, marked as the agent's own for what its worker thread runs on trio:
-    an ``ask`` of the agent from there waits for this very call, as from an async body."""
-    mark, token = enter_tool_call(step.core)
-    try:
-        return await step.registry.dispatching(prepared, body_results=step.record.started)
-    finally:
-        leave_tool_call(mark, token)
-
-
 async def _dispatch(step: _StepTools, index: int, prepared: PreparedCall) -> None:
     try:
-        # _body written out: the body's every yield would pass through its coroutine.
         mark, token = enter_tool_call(step.core)
         try:
             body = step.registry.dispatching(prepared, body_results=step.record.started)
