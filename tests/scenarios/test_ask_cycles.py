@@ -18,7 +18,7 @@ import trio
 import trio.testing
 
 import retinue
-from retinue import AgentOptions
+from retinue import AgentOptions, Allow, Block
 from retinue.session import Event, ToolResultEvent
 from retinue.testing import (
     CallTools,
@@ -28,7 +28,7 @@ from retinue.testing import (
     ToolCallSpec,
     check_session_invariants,
 )
-from tests.helpers import of_type, runtime, texts
+from tests.helpers import Next, of_type, runtime, texts
 
 Peers = dict[str, retinue.Agent]
 
@@ -184,3 +184,42 @@ async def test_a_wait_that_ended_no_longer_counts_toward_a_circle(
         assert result.text == "b done"
         assert codes(peers["b"]) == [None]
         assert texts(tool_results(peers["b"].session.events)[0].content) == "a done"
+
+
+async def test_an_answered_ask_no_longer_counts_toward_a_circle_before_its_asker_runs(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Once b has answered a's ask, a waits on b no more, though a's task has not run
+    since: b's next turn may ask a (here from its prompt-submit listener), however trio
+    orders the tasks it wakes together. Repeated, as that order is random."""
+    peers: Peers = {}
+    outcomes: list[str] = []
+
+    async def ask_a(
+        _agent: retinue.Agent, content: Sequence[object], _source: object, next_: Next
+    ) -> Allow | Block:
+        if texts(content) == "q2":
+            outcomes.append((await peers["a"].ask("from b's listener")).text)
+        decision: Allow | Block = await next_()
+        return decision
+
+    for _ in range(20):
+        model = ScriptedModel(
+            {
+                "a": [*calls_then_replies("a"), Reply("a answers")],
+                "b": [Reply("b on q1", delay=1), Reply("b on q2")],
+            }
+        )
+        async with runtime(model, tools=[consult("a", "b", peers)]) as rt:
+            peers["a"] = await rt.create_agent("a", AgentOptions(model="a"))
+            peers["b"] = await rt.create_agent("b", AgentOptions(model="b"))
+            rt.hooks.on("agent/prompt-submit", ask_a, agent=peers["b"])
+            peers["a"].send("go")
+            await trio.sleep(0.5)
+            peers["b"].send("q2")
+            with trio.fail_after(60):
+                await peers["b"].wait_idle()
+                await peers["a"].wait_idle()
+            for agent in peers.values():
+                check_session_invariants(agent.session.events)
+    assert outcomes == ["a answers"] * 20

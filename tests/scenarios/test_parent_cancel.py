@@ -366,6 +366,34 @@ async def test_steering_of_a_turn_aborted_with_its_parent_goes_with_it(
         assert turn_ends(peers["worker"]) == ["aborted: parent agent 'orch' was cancelled: stop"]
 
 
+async def test_steering_sent_in_the_worker_s_flush_outlives_a_parent_cancel_then(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R2.29, R3.10: once the worker's turn for ``orch`` has ended (its ``turn/end`` logged,
+    its flush still running), cancelling ``orch`` leaves that turn's end as it is and the
+    steer sent meanwhile becomes the worker's next prompt, as without the cancel."""
+    peers: Peers = {}
+    model = ScriptedModel({"orch": calling_orchestrator(), "worker": [Reply("one"), Reply("two")]})
+    async with runtime(model, tools=[delegate(peers)]) as rt:
+        await start(rt, peers)
+
+        async def slow_flush(_agent: retinue.Agent, _session: retinue.Session) -> None:
+            await trio.sleep(10)
+
+        rt.hooks.on("session/flush", slow_flush, agent=peers["worker"])
+        peers["orch"].send("go")
+        await trio.sleep(5)
+        assert (turn_ends(peers["worker"]), peers["worker"].status) == (["completed"], "running")
+        peers["worker"].steer("late steer")
+        peers["orch"].cancel("user stop")
+        await trio.sleep(30)
+        await peers["worker"].wait_idle()
+        assert prompts(peers["worker"]) == ["orch asks", "late steer"]
+        assert turn_ends(peers["worker"]) == ["completed", "completed"]
+        for agent in peers.values():
+            check_session_invariants(agent.session.events)
+
+
 async def test_wait_idle_ends_when_the_only_queued_ask_is_withdrawn(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -101,16 +101,21 @@ async def wait_as(
     core: AgentCore,
     done: trio.Event,
     abandoned: Callable[[], None] | None = None,
+    ticket: Ticket[object] | None = None,
 ) -> None:
     """Wait for *done*; while a *caller* agent waits, it is recorded as waiting on *core*.
 
     *abandoned* is called if the caller gives the wait up: its task is cancelled, or
-    the sync tool body whose thread waits here is abandoned.
+    the sync tool body whose thread waits here is abandoned. The record ends as
+    *ticket* (whose event *done* is) is settled, not once this task runs again:
+    meanwhile *core* may ask the caller, which then waits on nothing.
     """
     if caller is None:
         await done.wait()
         return
-    with caller.waiting_on(core, abandoned):
+    with caller.waiting_on(core, abandoned) as stop_waiting:
+        if ticket is not None:
+            ticket.on_resolve = stop_waiting
         try:
             await done.wait()
         except trio.Cancelled:
@@ -136,7 +141,8 @@ def abandon_ask(
     When *parent*'s turn *scope* (see :func:`parent_scope`) was cancelled, by
     its cancel or disposal, the work it asked for goes with it (R2.29's parent
     cause): the prompt is withdrawn while still queued, answered ``aborted``;
-    a turn that took it alone is aborted, the rest of the queue left to run. A
+    a turn that took it alone is aborted, the rest of the queue left to run,
+    unless it has ended and only its flush is left. A
     turn that took other prompts with it runs on for them. Any other give-up
     (the caller's own deadline) leaves the prompt to its turn, as an ``ask``
     from outside any agent does.
@@ -154,6 +160,11 @@ def abandon_ask(
         return
     batch = core.batch
     if batch is None or len(batch) != 1 or batch[0].ticket is not ticket:
+        return
+    if not core.session.is_turn_open:
+        # Its turn/end is logged (the batch's turn/start is logged as it is drained, with
+        # no checkpoint between): only its flush is left, and the answer is that end.
+        # Steering sent since is the next turn's prompt (R3.10), not the ended turn's.
         return
     if not core.cancel_marker:
         # As cancel does, but the queue's other prompts (other callers') stay.

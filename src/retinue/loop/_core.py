@@ -456,8 +456,9 @@ class AgentCore:
     @contextlib.contextmanager
     def waiting_on(
         self, target: AgentCore, abandoned: Callable[[], None] | None = None
-    ) -> Iterator[None]:
-        """Record this agent as waiting for *target* inside the ``with``.
+    ) -> Iterator[Callable[[], None]]:
+        """Record this agent as waiting for *target* inside the ``with``; gives the function
+        that ends the record sooner (idempotent), for the code that ends the wait to call.
 
         From a sync tool body's thread (through ``trio.from_thread``), only while its
         call lasts: a body abandoned at its timeout or a cancel waits on, but its
@@ -482,7 +483,7 @@ class AgentCore:
         if mark is not None:
             mark.releases.append(body_left)
         try:
-            yield
+            yield stop_waiting
         finally:
             stop_waiting()
             if mark is not None and body_left in mark.releases:
