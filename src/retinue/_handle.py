@@ -16,8 +16,9 @@ from .session import Session, TurnEndReason
 __all__ = ["AgentHandle", "AgentStatus", "Content", "TurnResult"]
 
 AgentStatus: TypeAlias = Literal["idle", "running", "disposed"]
-"""What an agent is doing: ``idle`` (nothing queued), ``running`` (a turn, or queued
-prompts about to start one) or ``disposed`` (for good)."""
+"""What an agent is doing: ``idle`` (no turn running: a prompt just sent reads ``idle``
+until its driver wakes and takes it, R2.11), ``running`` (a turn, or queued prompts about
+to start one) or ``disposed`` (for good)."""
 Content: TypeAlias = str | ContentBlock | Sequence[ContentBlock]
 
 
