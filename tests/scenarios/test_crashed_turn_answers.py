@@ -344,3 +344,43 @@ async def test_a_runtime_ended_after_a_crash_leaves_no_stack_on_its_agents(
                     await trio.sleep(100)
     core = agent._core
     assert (core.driver_interruption, core.flusher_interruption) == (None, None)
+
+
+async def test_a_crash_closing_a_failed_turn_names_the_turn_s_first_error_in_its_end(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R7.45, DESIGN 4: a turn whose model failed, then whose close crashed the driver, ends
+    ``DRIVER_CRASH`` in the log and in the ask's answer, the message naming the model's
+    error the turn had recorded first; both are reported on ``agent/error``, in that
+    order, and the agent is restarted.
+
+    Breaks ``TurnState.close_turn`` for a turn ending ``error``.
+    """
+    close_turn = _state.TurnState.close_turn
+
+    def broken(self: _state.TurnState) -> None:
+        if self.reason.kind == "error":
+            raise DriverBugError("close_turn bug")
+        close_turn(self)
+
+    monkeypatch.setattr(_state.TurnState, "close_turn", broken)
+    model = ScriptedModel([FinishWithError("model down", code="X"), Reply("two")])
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        errors = record(rt, agent, "agent/error")
+        restarts = record(rt, agent, "agent/restarted")
+        result = await agent.ask("go")
+        reason = last_end_reason(agent.session.events)
+        assert (reason.kind, reason.code, reason.step) == ("error", "DRIVER_CRASH", 1)
+        assert reason.message == (
+            "driver crashed: close_turn bug; the turn had failed first: model down (X)"
+        )
+        assert result.reason == reason
+        assert isinstance(result.error, DriverBugError)
+        assert [type(error) for _turn, _step, error in errors] == [
+            retinue.ModelError,
+            DriverBugError,
+        ]
+        assert len(restarts) == 1
+        assert (await agent.ask("again")).text == "two"
+        check_session_invariants(agent.session.events)

@@ -34,11 +34,27 @@ class CrashedBatch:
     interruption: BaseException | None = None
     """What the driver was unwinding when it crashed (a cancel from outside, Ctrl-C), for
     the supervisor to raise again; ``None`` if nothing."""
+    failed: TurnEndReason | None = None
+    """The error end the turn recorded before the crash (a model's failure, say), which
+    the crash's end names; ``None`` if it recorded none."""
+
+    def end_reason(self, error: Exception) -> TurnEndReason:
+        """How the turn ends when the crash (*error*) left it open."""
+        return crash_reason(error, self.step, self.failed)
 
 
-def crash_reason(error: Exception, step: int) -> TurnEndReason:
-    """How a turn a driver crash cut short in *step* ends, in the log and for its askers."""
-    return TurnEndReason.error(step, f"driver crashed: {describe_failure(error)}", "DRIVER_CRASH")
+def crash_reason(error: Exception, step: int, failed: TurnEndReason | None = None) -> TurnEndReason:
+    """How a turn a driver crash cut short in *step* ends, in the log and for its askers.
+
+    A crash's end is always ``DRIVER_CRASH``, for a reader of the log to find; when
+    the turn had failed first (*failed*, the error it recorded), the message says so,
+    as that failure is what the turn's caller has to mend.
+    """
+    message = f"driver crashed: {describe_failure(error)}"
+    if failed is not None and failed.message is not None:
+        code = "" if failed.code is None else f" ({failed.code})"
+        message = f"{message}; the turn had failed first: {failed.message}{code}"
+    return TurnEndReason.error(step, message, "DRIVER_CRASH")
 
 
 def answer_crashed(session: Session, batch: CrashedBatch | None, error: Exception) -> None:
@@ -50,7 +66,7 @@ def answer_crashed(session: Session, batch: CrashedBatch | None, error: Exceptio
     """
     if batch is None:
         return
-    crash = crash_reason(error, batch.step)
+    crash = batch.end_reason(error)
     if batch.turn == 0:
         settle(batch.items, TurnResult(0, crash, error=error))
         return

@@ -104,8 +104,14 @@ def _leave_batch(
     state.interruption = state.ctrl_c = None
     if isinstance(error, Exception):
         if logged:
+            failed = state.reason if state.error_recorded else None
             crashed = CrashedBatch(
-                tuple(items), state.turn, state.step, state.blocked, interruption
+                tuple(items),
+                state.turn,
+                state.step,
+                state.blocked,
+                interruption,
+                failed,
             )
         else:
             crashed = CrashedBatch(tuple(items), interruption=interruption)

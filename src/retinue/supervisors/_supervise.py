@@ -14,6 +14,7 @@ from retinue._checks import finite_number_error
 from retinue._errors import ConfigError, only_cancels
 from retinue._lossless import shown_short
 from retinue.loop import AgentCore, answer_crashed, crash_reason, run_flusher, run_loop
+from retinue.loop._crash import CrashedBatch
 from retinue.loop._flush import flush_shielded
 from retinue.session import Event, Session, ToolErrorInfo, TurnEndReason
 from retinue.stores import closing_events
@@ -331,7 +332,7 @@ async def _recover_driver(
     if batch is not None and batch.interruption is not None:
         unwinding = batch.interruption
     try:
-        _report_crash(core, error, 0 if batch is None else batch.step)
+        _report_crash(core, error, batch)
         if crashes > policy.max_restarts:
             _dispose(core)
     finally:
@@ -391,10 +392,12 @@ def _raise_interruption(interruption: BaseException | None) -> None:
         raise interruption
 
 
-def _report_crash(core: AgentCore, error: Exception, step: int) -> None:
-    """Log the crash, close the turn it cut short in *step*, and report it on ``agent/error``."""
+def _report_crash(core: AgentCore, error: Exception, batch: CrashedBatch | None) -> None:
+    """Log the crash, close the turn it cut short, and report it on ``agent/error``."""
     log.error("driver of agent %s crashed", core.id, exc_info=error)
-    interruption = _close_crashed_turn(core, error, step)
+    step = 0 if batch is None else batch.step
+    reason = crash_reason(error, step) if batch is None else batch.end_reason(error)
+    interruption = _close_crashed_turn(core, reason)
     core.step_signal = None
     core.emit("agent/error", core.session.last_turn, step, error)
     if interruption is not None:
@@ -420,11 +423,10 @@ def _seq_of(session: Session, event: Event) -> int:
     return event.seq
 
 
-def _close_crashed_turn(core: AgentCore, error: Exception, step: int) -> BaseException | None:
-    """Log the closing events of the turn a crash left open; what an observer raised
-    that ends the runtime (Ctrl-C), once they are all logged."""
+def _close_crashed_turn(core: AgentCore, reason: TurnEndReason) -> BaseException | None:
+    """Log the closing events of the turn a crash left open, ending it for *reason*; what
+    an observer raised that ends the runtime (Ctrl-C), once they are all logged."""
     session = core.session
-    reason = crash_reason(error, step)
     closers = closing_events(
         session.events,
         reason,
