@@ -116,10 +116,17 @@ class Mailbox:
         return items
 
     def withdraw(self, ticket: Ticket[object]) -> MailboxItem | None:
-        """Remove and return the queued item holding *ticket*; ``None`` if none is queued."""
+        """Remove and return the queued item holding *ticket*; ``None`` if none is queued.
+
+        Wakes a task parked in :meth:`wait_for_change`, as a drain does.
+        """
         for index, (_, item) in enumerate(self._queued):
             if item.ticket is ticket:
                 del self._queued[index]
+                # A task parked with items queued is a wait_for_change: the driver's
+                # own wait was woken as the item came, and is no waiter since.
+                if self._waiter is not None:
+                    self.wake()
                 return item
         return None
 
@@ -190,7 +197,8 @@ class Mailbox:
         await trio.lowlevel.wait_task_rescheduled(self._park())
 
     async def wait_for_change(self, stop: trio.Event) -> None:
-        """Wait until something is enqueued, the queued FIFO is drained, or the wait is woken.
+        """Wait until something is enqueued, the queued FIFO is drained or an item withdrawn
+        from it, or the wait is woken.
 
         For a task that stands in for the driver while none runs (a restart's
         pause), which must hear a cancel emptying the FIFO. Returns at once if

@@ -275,7 +275,13 @@ async def _pause(core: AgentCore, seconds: float, *, driver: bool) -> None:
                 # Checked again before parking: a status listener may cancel anew.
                 _serve_cancel_in_pause(core)
                 continue
-            # A cancel drains the queued prompts, which wakes this wait; a disposal wakes it too.
+            if core.status == "running" and not core.mailbox.has_queued:
+                # The prompts were withdrawn (their asker's turn cancelled): nothing
+                # is left for the restarted driver but the steering sent meanwhile.
+                _settle_in_pause(core)
+                continue
+            # A cancel drains the queued prompts and a withdrawal takes one, which wakes
+            # this wait; a disposal wakes it too.
             await core.mailbox.wait_for_change(core.disposed_event)
         await core.disposed_event.wait()
 
@@ -284,7 +290,12 @@ def _serve_cancel_in_pause(core: AgentCore) -> None:
     """Serve a cancel that landed in a driver's restart pause, as the driver serves one
     before a turn starts (R7.4, R7.5): the agent is idle unless new work came after it."""
     core.spend_cancel()
-    # A steer made after the cancel, while the agent said "running", is new work (R7.8).
+    _settle_in_pause(core)
+
+
+def _settle_in_pause(core: AgentCore) -> None:
+    """Leave the agent idle in a restart pause unless it has work for the restarted driver."""
+    # A steer made while the agent said "running" is new work (R3.10, R7.8).
     core.mailbox.requeue_steering()
     if core.mailbox.has_queued:
         return  # the restarted driver runs it
