@@ -223,3 +223,48 @@ async def test_an_answered_ask_no_longer_counts_toward_a_circle_before_its_asker
             for agent in peers.values():
                 check_session_invariants(agent.session.events)
     assert outcomes == ["a answers"] * 20
+
+
+async def test_a_released_wait_idle_no_longer_counts_toward_a_circle_before_its_caller_runs(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """As an answered ask: once b goes idle, a's tool waiting in ``b.wait_idle()`` waits on
+    b no more, though a's task has not run since, so a prompt sent to b as it goes idle may
+    ask a from b's prompt-submit listener. Repeated, as trio's order of woken tasks is random."""
+    peers: Peers = {}
+    outcomes: list[str] = []
+
+    async def ask_a(
+        _agent: retinue.Agent, content: Sequence[object], _source: object, next_: Next
+    ) -> Allow | Block:
+        if texts(content) == "q2":
+            outcomes.append((await peers["a"].ask("from b's listener")).text)
+        decision: Allow | Block = await next_()
+        return decision
+
+    def send_q2_once_idle(agent: retinue.Agent, status: str) -> None:
+        if status == "idle" and agent.session.last_turn == 1:
+            agent.send("q2")
+
+    for _ in range(20):
+        model = ScriptedModel(
+            {
+                "a": [*calls_then_replies("a"), Reply("a answers")],
+                "b": [Reply("b on q1", delay=1), Reply("b on q2")],
+            }
+        )
+        async with runtime(model, tools=[consult("a", "b", peers, verb="wait_idle")]) as rt:
+            peers["a"] = await rt.create_agent("a", AgentOptions(model="a"))
+            peers["b"] = await rt.create_agent("b", AgentOptions(model="b"))
+            rt.hooks.on("agent/prompt-submit", ask_a, agent=peers["b"])
+            rt.hooks.on("agent/status", send_q2_once_idle, agent=peers["b"])
+            peers["b"].send("q1")
+            await trio.sleep(0.1)
+            peers["a"].send("go")
+            with trio.fail_after(60):
+                await trio.sleep(5)
+                await peers["b"].wait_idle()
+                await peers["a"].wait_idle()
+            for agent in peers.values():
+                check_session_invariants(agent.session.events)
+    assert outcomes == ["a answers"] * 20

@@ -7,6 +7,9 @@ function of the turn's own bookkeeping to raise, and say which one.
 
 from __future__ import annotations
 
+import gc
+import logging
+import weakref
 from typing import Any
 
 import pytest
@@ -384,3 +387,41 @@ async def test_a_crash_closing_a_failed_turn_names_the_turn_s_first_error_in_its
         assert len(restarts) == 1
         assert (await agent.ask("again")).text == "two"
         check_session_invariants(agent.session.events)
+
+
+async def test_a_restarted_driver_lets_the_crash_before_it_go(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4: once the driver is restarted, nothing of the runtime's holds the crash
+    (whose traceback holds the crashed turn's frames and its failure) while the agent runs
+    on: a collection frees it.
+
+    Breaks ``TurnState.close_turn`` once.
+    """
+    close_turn = _state.TurnState.close_turn
+    armed = [True]
+
+    def broken(self: _state.TurnState) -> None:
+        if armed[0]:
+            armed[0] = False
+            raise DriverBugError("close_turn bug")
+        close_turn(self)
+
+    monkeypatch.setattr(_state.TurnState, "close_turn", broken)
+    # The crash's log record holds it too: kept from pytest's capture, which keeps records.
+    logger = logging.getLogger("retinue.supervisors")
+    monkeypatch.setattr(logger, "propagate", False)
+    monkeypatch.setattr(logger, "handlers", [logging.NullHandler()])
+    crashes: list[weakref.ref[BaseException]] = []
+    async with runtime(ScriptedModel([Reply("one"), Reply("two")])) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        rt.hooks.on(
+            "agent/error",
+            lambda _agent, _turn, _step, error: crashes.append(weakref.ref(error)),
+            agent=agent,
+        )
+        await agent.ask("go")
+        assert (await agent.ask("again")).text == "two"
+        gc.collect()
+        assert len(crashes) == 1
+        assert crashes[0]() is None, "the crash is still held"

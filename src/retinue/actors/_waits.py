@@ -83,14 +83,15 @@ def caller_that_may_wait(core: AgentCore, verb: str) -> AgentCore | None:
 async def wait_for_turn(core: AgentCore) -> None:
     """Wait for *core*'s next transition out of running (R2.32)."""
     caller = caller_that_may_wait(core, "wait_idle")
-    waiter = trio.Event()
+    # A ticket, as an ask's: released, it ends the caller's wait record at once.
+    waiter: Ticket[object] = Ticket()
     core.idle_waiters.append(waiter)
     try:
-        await wait_as(caller, core, waiter)
+        await wait_as(caller, core, waiter.done, ticket=waiter)
     except BaseException:
         # Cancelled before the agent went idle: withdraw the waiter, or every
         # cancelled poll of a long turn would stay queued until it ends.
-        if not waiter.is_set():  # a released waiter has left the list already
+        if not waiter.done.is_set():  # a released waiter has left the list already
             with contextlib.suppress(ValueError):
                 core.idle_waiters.remove(waiter)
         raise

@@ -190,7 +190,7 @@ class AgentCore:
     """The task that runs the driver (and, below it, the agent's tool calls)."""
     torn_down: trio.Event = attrs.field(factory=trio.Event)
     disposal_started: bool = False
-    idle_waiters: list[trio.Event] = attrs.field(factory=list)
+    idle_waiters: list[Ticket[object]] = attrs.field(factory=list)
     batch: list[MailboxItem] | None = None
     """The prompts the running turn took from the queue."""
     step_signal: StepSignal | None = None
@@ -395,7 +395,7 @@ class AgentCore:
         """Wake every ``wait_idle`` caller."""
         waiters, self.idle_waiters = self.idle_waiters, []
         for waiter in waiters:
-            waiter.set()
+            waiter.resolve(None)
 
     def in_own_driver(self) -> bool:
         """Whether the current task is this agent's running driver or a task below it

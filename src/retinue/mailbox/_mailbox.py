@@ -26,7 +26,8 @@ _arrival_number = itemgetter(0)
 @final
 @attrs.define(eq=False)
 class Ticket(Generic[T]):
-    """Settled once with the outcome of whatever consumed a mailbox item."""
+    """Settled once with the outcome of whatever consumed a mailbox item (or, for a
+    ``wait_idle``, as the agent goes idle)."""
 
     result: T | None = None
     done: trio.Event = attrs.field(factory=trio.Event)

@@ -232,6 +232,9 @@ async def _keep_running(
             restart = False
         if not await _restarting(core, crashes, count, crash, restart=restart, driver=driver):
             return
+        # Let go of: its traceback holds the crashed turn's frames (its state, the model's
+        # failure), which the restarted task would keep alive for as long as it runs.
+        del crash
 
 
 async def _restarting(
