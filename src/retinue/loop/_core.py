@@ -481,13 +481,15 @@ class AgentCore:
 
         mark = tool_thread_mark(self)
         if mark is not None:
-            mark.releases.append(body_left)
+            mark.releases = (*mark.releases, body_left)
         try:
             yield stop_waiting
         finally:
             stop_waiting()
             if mark is not None and body_left in mark.releases:
-                mark.releases.remove(body_left)
+                mark.releases = tuple(
+                    release for release in mark.releases if release is not body_left
+                )
 
     def mark_disposed(self, *, announce: bool = True) -> None:
         """Disposal effects in order (R2.35); never raises.

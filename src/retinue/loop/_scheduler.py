@@ -13,6 +13,8 @@ variables a body sets stay its own.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 import trio
 
@@ -60,15 +62,29 @@ class _StepTools:
     executions: list[ToolExecution]
     prepared: list[PreparedCall | None]
     results: list[ToolExecutionResult | None]
-    contexts: list[HookContext] = attrs.field(factory=list)
+    # Made by the first result with additional context: most steps have none, and an
+    # empty list would be one more object a step for the cyclic collector to traverse.
+    contexts: list[HookContext] | None = None
     in_flight: int = 0
     # The scheduler's task while it waits for a body to settle, else None.
     waiter: trio.lowlevel.Task | None = None
 
+    def withdraw_waiter(self, _: object) -> trio.lowlevel.Abort:
+        """The abort function of the scheduler's park: a bound method, one object, where a
+        closure would be a function, its cell and their tuple."""
+        self.waiter = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def add_context(self, context: HookContext) -> None:
+        """Keep *context*, a result's additional context, to inject once the step ends."""
+        if self.contexts is None:
+            self.contexts = []
+        self.contexts.append(context)
+
 
 async def run_tool_calls(
     core: AgentCore, state: TurnState, signal: StepSignal
-) -> list[HookContext] | None:
+) -> Sequence[HookContext] | None:
     """Run every tool call of the step; returns contexts to inject, or ``None`` if aborted."""
     step = _step_tools(core, state, signal)
     index = 0
@@ -89,7 +105,7 @@ async def run_tool_calls(
                 index = await _pool(step, index, lead, nursery)
         if signal.cancel_called:
             return None
-    return step.contexts  # noqa: ASYNC910 - per step; a step without tool calls adds no scheduling point
+    return step.contexts or ()  # noqa: ASYNC910 - per step; a step without tool calls adds no scheduling point
 
 
 def _step_tools(core: AgentCore, state: TurnState, signal: StepSignal) -> _StepTools:
@@ -168,12 +184,7 @@ async def _next_settled(step: _StepTools) -> None:
     bodies that settle while nobody waits have nothing to wake.
     """
     step.waiter = trio.lowlevel.current_task()
-
-    def abort(_: object) -> trio.lowlevel.Abort:
-        step.waiter = None
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    await trio.lowlevel.wait_task_rescheduled(abort)
+    await trio.lowlevel.wait_task_rescheduled(step.withdraw_waiter)
 
 
 async def _run_exclusive(step: _StepTools, index: int) -> None:  # noqa: ASYNC910 - a call denied at once commits without a yield: the step checkpointed in its model stream
@@ -256,7 +267,7 @@ def _commit_at_once(step: _StepTools, index: int) -> bool:
     # _log_final, written out: a call spared for every call.
     step.state.log_result(step.calls[index].id, final)
     if final.additional_context is not None:
-        step.contexts.append(final.additional_context)
+        step.add_context(final.additional_context)
     return True
 
 
@@ -271,4 +282,4 @@ async def _commit(step: _StepTools, index: int) -> None:
 def _log_final(step: _StepTools, index: int, final: ToolExecutionResult) -> None:
     step.state.log_result(step.calls[index].id, final)
     if final.additional_context is not None:
-        step.contexts.append(final.additional_context)
+        step.add_context(final.additional_context)

@@ -25,7 +25,9 @@ class ToolCallMark:
     def __init__(self, owner: object) -> None:
         self.owner = owner
         self.live = True
-        self.releases: list[Callable[[], None]] = []
+        # A tuple, rebuilt on the rare change: the empty one is shared, where a list
+        # would be one more object per call for the cyclic collector to traverse.
+        self.releases: tuple[Callable[[], None], ...] = ()
         """Run when the body is left: the waits its thread made stop counting as the agent's."""
 
 
@@ -46,7 +48,7 @@ def leave_tool_call(mark: ToolCallMark, token: Token[ToolCallMark | None]) -> No
     _calling.reset(token)
     # A body abandoned at a timeout or cancel runs on, still waiting, but its agent no
     # longer does: its waits must not close circles of agents waiting on each other.
-    releases, mark.releases = mark.releases, []
+    releases, mark.releases = mark.releases, ()
     for release in releases:
         release()
 

@@ -6,7 +6,7 @@ from typing import TypeAlias
 
 import trio
 
-from retinue._content import Message, snapshot_messages
+from retinue._content import USER_SOURCE, Message, snapshot_messages
 from retinue._errors import HookError, StepLimitError, call_each, is_interrupt
 from retinue._request import MessageHistory, ToolSchema
 from retinue._stream import FinishReason
@@ -186,8 +186,16 @@ def _settle(state: TurnState, items: list[MailboxItem]) -> None:
     settle_batch(items, result, state.blocked)
 
 
+# The trigger of a turn the user's prompts open, shared by every such turn: a frozen
+# value, where one built per turn would be one more object each turn's log retains
+# for the cyclic collector to traverse.
+_USER_TRIGGER = TurnTrigger("message", USER_SOURCE)
+
+
 async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]) -> None:  # noqa: ASYNC910 - per turn; an abort may end it before any yield, and the driver's mailbox wait is a schedule point after every turn
-    core.session.append(TurnStart(state.turn, TurnTrigger("message", items[0].source)))
+    source = items[0].source
+    trigger = _USER_TRIGGER if source is USER_SOURCE else TurnTrigger("message", source)
+    core.session.append(TurnStart(state.turn, trigger))
     # One cancel scope for the whole turn: each window's StepSignal aborts it,
     # and an abort always ends the turn, so per-step scopes would add nothing.
     scope = trio.CancelScope()

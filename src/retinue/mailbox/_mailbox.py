@@ -215,15 +215,33 @@ class Mailbox:
         """Make the current task the waiter; the abort function its wait is parked with."""
         # Synchronous, so sharing it adds no coroutine to a park (the driver's, per turn).
         task = self._waiter = trio.lowlevel.current_task()
+        return _Withdrawal(self, task)
 
-        def abort(_: object) -> trio.lowlevel.Abort:
-            # A cancelled wait withdraws itself, not a newer waiter that replaced it.
-            if self._waiter is task:
-                self._waiter = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        return abort
+    def _withdraw(self, task: trio.lowlevel.Task) -> None:
+        # A cancelled wait withdraws itself, not a newer waiter that replaced it.
+        if self._waiter is task:
+            self._waiter = None
 
     def statistics(self) -> MailboxStatistics:
         """Return a snapshot of queue lengths."""
         return MailboxStatistics(len(self._queued), len(self._steering), self._waiter is not None)
+
+
+@final
+class _Withdrawal:
+    """The abort function of a parked wait: withdraws its task from the mailbox.
+
+    One slotted object per park, where a closure is a function, its cells and
+    their tuple, which the driver's wait, once a turn, would hold for the cyclic
+    collector to traverse.
+    """
+
+    __slots__ = ("_mailbox", "_task")
+
+    def __init__(self, mailbox: Mailbox, task: trio.lowlevel.Task) -> None:
+        self._mailbox = mailbox
+        self._task = task
+
+    def __call__(self, _: object) -> trio.lowlevel.Abort:
+        self._mailbox._withdraw(self._task)
+        return trio.lowlevel.Abort.SUCCEEDED
