@@ -11,7 +11,8 @@ X, nobody can answer: the wait that would close that circle raises
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 import pytest
 import trio
@@ -31,6 +32,9 @@ from retinue.testing import (
 from tests.helpers import Next, of_type, runtime, texts
 
 Peers = dict[str, retinue.Agent]
+PromptListener = Callable[
+    [retinue.Agent, Sequence[object], object, Next], Coroutine[Any, Any, Allow | Block]
+]
 
 
 def consult(me: str, peer: str, peers: Peers, verb: str = "ask") -> retinue.Tool:
@@ -186,14 +190,8 @@ async def test_a_wait_that_ended_no_longer_counts_toward_a_circle(
         assert texts(tool_results(peers["b"].session.events)[0].content) == "a done"
 
 
-async def test_an_answered_ask_no_longer_counts_toward_a_circle_before_its_asker_runs(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """Once b has answered a's ask, a waits on b no more, though a's task has not run
-    since: b's next turn may ask a (here from its prompt-submit listener), however trio
-    orders the tasks it wakes together. Repeated, as that order is random."""
-    peers: Peers = {}
-    outcomes: list[str] = []
+def asking_a_at_q2(peers: Peers, outcomes: list[str]) -> PromptListener:
+    """A prompt-submit listener of b that asks a on the prompt ``q2``, noting a's answer."""
 
     async def ask_a(
         _agent: retinue.Agent, content: Sequence[object], _source: object, next_: Next
@@ -203,6 +201,19 @@ async def test_an_answered_ask_no_longer_counts_toward_a_circle_before_its_asker
         decision: Allow | Block = await next_()
         return decision
 
+    return ask_a
+
+
+async def test_an_answered_ask_no_longer_counts_toward_a_circle_before_its_asker_runs(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Once b has answered a's ask, a waits on b no more, though a's task has not run
+    since: b's next turn may ask a (here from its prompt-submit listener), however trio
+    orders the tasks it wakes together. Repeated, as that order is random."""
+    peers: Peers = {}
+    outcomes: list[str] = []
+
+    ask_a = asking_a_at_q2(peers, outcomes)
     for _ in range(20):
         model = ScriptedModel(
             {
@@ -234,13 +245,7 @@ async def test_a_released_wait_idle_no_longer_counts_toward_a_circle_before_its_
     peers: Peers = {}
     outcomes: list[str] = []
 
-    async def ask_a(
-        _agent: retinue.Agent, content: Sequence[object], _source: object, next_: Next
-    ) -> Allow | Block:
-        if texts(content) == "q2":
-            outcomes.append((await peers["a"].ask("from b's listener")).text)
-        decision: Allow | Block = await next_()
-        return decision
+    ask_a = asking_a_at_q2(peers, outcomes)
 
     def send_q2_once_idle(agent: retinue.Agent, status: str) -> None:
         if status == "idle" and agent.session.last_turn == 1:
