@@ -8,7 +8,6 @@ import trio.testing
 
 import retinue
 from retinue import AgentOptions
-from retinue.mailbox import Ticket
 from retinue.stores import MemoryStore
 from retinue.testing import (
     CallTools,
@@ -297,14 +296,14 @@ async def test_raising_status_listeners_are_contained(
     model = ScriptedModel([Reply("one"), Reply("two", delay=5)])
     async with runtime(model) as rt:
         agent = await rt.create_agent("a", OPTIONS)
-        waiters: list[Ticket[object]] = []
+        waiters: list[trio.Event] = []
         released_when_heard: list[tuple[str, list[bool]]] = []
 
         def raising(_agent: retinue.Agent, status: str) -> None:
             raise RuntimeError(f"listener broke on {status}")
 
         def check_waiters(_agent: retinue.Agent, status: str) -> None:
-            released_when_heard.append((status, [waiter.done.is_set() for waiter in waiters]))
+            released_when_heard.append((status, [waiter.is_set() for waiter in waiters]))
 
         rt.hooks.on("agent/status", raising, agent=agent)
         rt.hooks.on("agent/status", check_waiters, agent=agent)
@@ -315,7 +314,7 @@ async def test_raising_status_listeners_are_contained(
             nursery.start_soon(agent.wait_idle)
             await trio.sleep(1)  # the second turn is under way: its model replies at 5 s
             waiters.extend(agent._core.idle_waiters)  # the one the waiting task registered
-            assert [waiter.done.is_set() for waiter in waiters] == [False]
+            assert [waiter.is_set() for waiter in waiters] == [False]
         assert released_when_heard == [
             ("running", []),
             ("idle", []),

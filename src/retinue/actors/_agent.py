@@ -406,7 +406,6 @@ class Agent:
                 core,
                 ticket.done,
                 partial(abandon_ask, core, caller, ticket, parent_scope(caller)),
-                ticket,
             )
         result = ticket.take()
         assert isinstance(result, TurnResult)

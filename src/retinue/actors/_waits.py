@@ -83,15 +83,14 @@ def caller_that_may_wait(core: AgentCore, verb: str) -> AgentCore | None:
 async def wait_for_turn(core: AgentCore) -> None:
     """Wait for *core*'s next transition out of running (R2.32)."""
     caller = caller_that_may_wait(core, "wait_idle")
-    # A ticket, as an ask's: released, it ends the caller's wait record at once.
-    waiter: Ticket[object] = Ticket()
+    waiter = trio.Event()
     core.idle_waiters.append(waiter)
     try:
-        await wait_as(caller, core, waiter.done, ticket=waiter)
+        await wait_as(caller, core, waiter)
     except BaseException:
         # Cancelled before the agent went idle: withdraw the waiter, or every
         # cancelled poll of a long turn would stay queued until it ends.
-        if not waiter.done.is_set():  # a released waiter has left the list already
+        if not waiter.is_set():  # a released waiter has left the list already
             with contextlib.suppress(ValueError):
                 core.idle_waiters.remove(waiter)
         raise
@@ -102,21 +101,18 @@ async def wait_as(
     core: AgentCore,
     done: trio.Event,
     abandoned: Callable[[], None] | None = None,
-    ticket: Ticket[object] | None = None,
 ) -> None:
     """Wait for *done*; while a *caller* agent waits, it is recorded as waiting on *core*.
 
     *abandoned* is called if the caller gives the wait up: its task is cancelled, or
-    the sync tool body whose thread waits here is abandoned. The record ends as
-    *ticket* (whose event *done* is) is settled, not once this task runs again:
-    meanwhile *core* may ask the caller, which then waits on nothing.
+    the sync tool body whose thread waits here is abandoned. Once *done* is set the
+    wait counts toward no circle, though this task has not run since: meanwhile
+    *core* may ask the caller.
     """
     if caller is None:
         await done.wait()
         return
-    with caller.waiting_on(core, abandoned) as stop_waiting:
-        if ticket is not None:
-            ticket.on_resolve = stop_waiting
+    with caller.waiting_on(core, abandoned, until=done):
         try:
             await done.wait()
         except trio.Cancelled:

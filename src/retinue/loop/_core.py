@@ -6,7 +6,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, NamedTuple, final
 
 import attrs
 import trio
@@ -48,6 +48,7 @@ __all__ = [
     "LoopServices",
     "StepSignal",
     "TurnResult",
+    "Wait",
     "abort_reason",
     "abort_step",
     "circle_error",
@@ -125,10 +126,23 @@ def check_parallel_cap(value: object) -> int:
     return value
 
 
-def _without_one(cores: tuple[AgentCore, ...], target: AgentCore) -> tuple[AgentCore, ...]:
-    waits = list(cores)
-    waits.remove(target)
-    return tuple(waits)
+class Wait(NamedTuple):
+    """One wait of a task of an agent's on *target*, over once *until* (if any) is set."""
+
+    target: AgentCore
+    until: trio.Event | None
+    """What the waiting task waits for: set, the wait is over though the task has not run
+    since (it may be one of many woken together), and counts toward no circle."""
+
+    def over(self) -> bool:
+        """Whether what the wait waits for has happened."""
+        return self.until is not None and self.until.is_set()
+
+
+def _without_one(waits: tuple[Wait, ...], wait: Wait) -> tuple[Wait, ...]:
+    left = list(waits)
+    left.remove(wait)
+    return tuple(left)
 
 
 class _QueuedInfo(ReadOnlyDict[str, object]):
@@ -190,7 +204,7 @@ class AgentCore:
     """The task that runs the driver (and, below it, the agent's tool calls)."""
     torn_down: trio.Event = attrs.field(factory=trio.Event)
     disposal_started: bool = False
-    idle_waiters: list[Ticket[object]] = attrs.field(factory=list)
+    idle_waiters: list[trio.Event] = attrs.field(factory=list)
     batch: list[MailboxItem] | None = None
     """The prompts the running turn took from the queue."""
     step_signal: StepSignal | None = None
@@ -217,9 +231,9 @@ class AgentCore:
     """What the driver began unwinding outside a turn's own handling (a cancel, Ctrl-C)
     as it settles the prompts it holds: a crash in that hands it to the supervisor."""
     prompt_text: str | None = None
-    waits_on: tuple[AgentCore, ...] = ()
-    """Agents one of this agent's tools or listeners is waiting for (``ask``, ``wait_idle``)."""
-    firm_waits_on: tuple[AgentCore, ...] = ()
+    waits_on: tuple[Wait, ...] = ()
+    """The waits of this agent's tools or listeners on other agents (``ask``, ``wait_idle``)."""
+    firm_waits_on: tuple[Wait, ...] = ()
     """Those of :attr:`waits_on` that disposing this agent does not cancel: made from
     its shielded flush or its teardown."""
     trio_token: trio.lowlevel.TrioToken | None = attrs.field(factory=_run_token)
@@ -395,7 +409,7 @@ class AgentCore:
         """Wake every ``wait_idle`` caller."""
         waiters, self.idle_waiters = self.idle_waiters, []
         for waiter in waiters:
-            waiter.resolve(None)
+            waiter.set()
 
     def in_own_driver(self) -> bool:
         """Whether the current task is this agent's running driver or a task below it
@@ -413,7 +427,8 @@ class AgentCore:
         """The agents from *target* back to this one, if *target* already waits on it.
 
         A depth-first walk of the waits of *target*, the agents those wait on,
-        and so on; every agent is visited once. Of a disposed agent (one a
+        and so on; every agent is visited once, and a wait that is over (see
+        :class:`Wait`) is left out. Of a disposed agent (one a
         dispose has just marked, say) only the firm waits count: its disposal
         cancels the others, which end with it.
         """
@@ -427,8 +442,9 @@ class AgentCore:
                     chain.append(parent)
                 return chain[::-1]
             waits = core.firm_waits_on if core.disposed else core.waits_on
-            for nxt in waits:
-                if nxt not in parents:
+            for wait in waits:
+                nxt = wait.target
+                if nxt not in parents and not wait.over():
                     parents[nxt] = core
                     pending.append(nxt)
         return None
@@ -438,41 +454,45 @@ class AgentCore:
         flush or its teardown, which no cancel of its turn or disposal reaches."""
         return FLUSHING.get() is self or tearing_down_agent() is self
 
-    def start_waiting_on(self, target: AgentCore) -> bool:
-        """Record that one of this agent's tasks waits for *target*; whether the wait is firm
+    def start_waiting_on(self, wait: Wait) -> bool:
+        """Record that one of this agent's tasks makes *wait*; whether the wait is firm
         (see :attr:`firm_waits_on`), to give back to :meth:`stop_waiting_on`."""
-        self.waits_on = (*self.waits_on, target)
+        self.waits_on = (*self.waits_on, wait)
         firm = self.waits_firmly()
         if firm:
-            self.firm_waits_on = (*self.firm_waits_on, target)
+            self.firm_waits_on = (*self.firm_waits_on, wait)
         return firm
 
-    def stop_waiting_on(self, target: AgentCore, *, firm: bool) -> None:
+    def stop_waiting_on(self, wait: Wait, *, firm: bool) -> None:
         """Drop one record made by :meth:`start_waiting_on`."""
-        self.waits_on = _without_one(self.waits_on, target)
+        self.waits_on = _without_one(self.waits_on, wait)
         if firm:
-            self.firm_waits_on = _without_one(self.firm_waits_on, target)
+            self.firm_waits_on = _without_one(self.firm_waits_on, wait)
 
     @contextlib.contextmanager
     def waiting_on(
-        self, target: AgentCore, abandoned: Callable[[], None] | None = None
-    ) -> Iterator[Callable[[], None]]:
-        """Record this agent as waiting for *target* inside the ``with``; gives the function
-        that ends the record sooner (idempotent), for the code that ends the wait to call.
+        self,
+        target: AgentCore,
+        abandoned: Callable[[], None] | None = None,
+        until: trio.Event | None = None,
+    ) -> Iterator[None]:
+        """Record this agent as waiting for *target* inside the ``with``, until *until* is
+        set if given (see :class:`Wait`).
 
         From a sync tool body's thread (through ``trio.from_thread``), only while its
         call lasts: a body abandoned at its timeout or a cancel waits on, but its
         agent no longer does, and must not close circles of agents waiting on each other;
         *abandoned* is called then.
         """
-        firm = self.start_waiting_on(target)
+        wait = Wait(target, until)
+        firm = self.start_waiting_on(wait)
         waiting = True
 
         def stop_waiting() -> None:
             nonlocal waiting
             if waiting:
                 waiting = False
-                self.stop_waiting_on(target, firm=firm)
+                self.stop_waiting_on(wait, firm=firm)
 
         def body_left() -> None:
             stop_waiting()
@@ -483,7 +503,7 @@ class AgentCore:
         if mark is not None:
             mark.releases = (*mark.releases, body_left)
         try:
-            yield stop_waiting
+            yield
         finally:
             stop_waiting()
             if mark is not None and body_left in mark.releases:

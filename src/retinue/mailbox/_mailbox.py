@@ -26,22 +26,16 @@ _arrival_number = itemgetter(0)
 @final
 @attrs.define(eq=False)
 class Ticket(Generic[T]):
-    """Settled once with the outcome of whatever consumed a mailbox item (or, for a
-    ``wait_idle``, as the agent goes idle)."""
+    """Settled once with the outcome of whatever consumed a mailbox item."""
 
     result: T | None = None
     done: trio.Event = attrs.field(factory=trio.Event)
-    on_resolve: Callable[[], None] | None = None
-    """Called once as the ticket is settled, before its waiter runs again (never raising)."""
 
     def resolve(self, result: T) -> None:
         """Settle the ticket; later calls are ignored. Never blocks."""
         if not self.done.is_set():
             self.result = result
             self.done.set()
-            on_resolve, self.on_resolve = self.on_resolve, None
-            if on_resolve is not None:
-                on_resolve()
 
     def take(self) -> T | None:
         """The result, handed over and let go of here.
