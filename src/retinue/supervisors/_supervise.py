@@ -409,11 +409,10 @@ def _raise_interruption(interruption: BaseException | None) -> None:
 def _report_crash(core: AgentCore, error: Exception, batch: CrashedBatch | None) -> None:
     """Log the crash, close the turn it cut short, and report it on ``agent/error``."""
     log.error("driver of agent %s crashed", core.id, exc_info=error)
-    step = 0 if batch is None else batch.step
-    reason = crash_reason(error, step) if batch is None else batch.end_reason(error)
+    reason = crash_reason(error, 0) if batch is None else batch.end_reason(error)
     interruption = _close_crashed_turn(core, reason)
     core.step_signal = None
-    core.emit("agent/error", core.session.last_turn, step, error)
+    core.emit("agent/error", core.session.last_turn, reason.step, error)
     if interruption is not None:
         raise interruption
 
