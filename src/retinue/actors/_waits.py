@@ -12,9 +12,10 @@ import trio
 
 from retinue._errors import AgentError
 from retinue.loop import AgentCore, TurnResult
-from retinue.loop._core import circle_error, settle, waiting_agent
+from retinue.loop._core import settle, waiting_agent
 from retinue.loop._marks import setting_up_agents
 from retinue.loop._signal import abort_step
+from retinue.loop._waitgraph import circle_error, wait_cycle, waiting_on, waits_firmly
 from retinue.mailbox import Ticket
 from retinue.session import TurnEndReason
 
@@ -74,7 +75,7 @@ def caller_that_may_wait(core: AgentCore, verb: str) -> AgentCore | None:
     if caller is core:
         # The own-turn check above only looks while the agent is running.
         raise waits_for_itself(core, verb, "turn")
-    cycle = caller.wait_cycle(core)
+    cycle = wait_cycle(caller, core)
     if cycle is not None:
         raise circle_error(caller, cycle, f"{verb} on agent {core.id!r}")
     return caller
@@ -112,7 +113,7 @@ async def wait_as(
     if caller is None:
         await done.wait()
         return
-    with caller.waiting_on(core, abandoned, until=done):
+    with waiting_on(caller, core, abandoned, until=done):
         try:
             await done.wait()
         except trio.Cancelled:
@@ -127,7 +128,7 @@ def parent_scope(caller: AgentCore) -> trio.CancelScope | None:
 
     None in the caller's flush or teardown: no cancel of its turn reaches a wait there.
     """
-    return None if caller.waits_firmly() else caller.turn_scope
+    return None if waits_firmly(caller) else caller.turn_scope
 
 
 def abandon_ask(

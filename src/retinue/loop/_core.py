@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, NamedTuple, final
+from typing import TYPE_CHECKING, final
 
 import attrs
 import trio
@@ -14,7 +13,6 @@ import trio
 from retinue._content import Message, MessageSource, as_prompt, resolve_source
 from retinue._errors import (
     AgentDisposedError,
-    AgentError,
     AgentNotReadyError,
     ConfigError,
     is_interrupt,
@@ -40,6 +38,7 @@ if TYPE_CHECKING:
     from retinue.tools import ToolRegistry
 
     from ._crash import CrashedBatch
+    from ._waitgraph import Wait
 
 __all__ = [
     "FLUSHING",
@@ -48,10 +47,8 @@ __all__ = [
     "LoopServices",
     "StepSignal",
     "TurnResult",
-    "Wait",
     "abort_reason",
     "abort_step",
-    "circle_error",
     "driving_agent",
     "in_run_of",
     "resolve_source",
@@ -126,25 +123,6 @@ def check_parallel_cap(value: object) -> int:
     return value
 
 
-class Wait(NamedTuple):
-    """One wait of a task of an agent's on *target*, over once *until* (if any) is set."""
-
-    target: AgentCore
-    until: trio.Event | None
-    """What the waiting task waits for: set, the wait is over though the task has not run
-    since (it may be one of many woken together), and counts toward no circle."""
-
-    def over(self) -> bool:
-        """Whether what the wait waits for has happened."""
-        return self.until is not None and self.until.is_set()
-
-
-def _without_one(waits: tuple[Wait, ...], wait: Wait) -> tuple[Wait, ...]:
-    left = list(waits)
-    left.remove(wait)
-    return tuple(left)
-
-
 class _QueuedInfo(ReadOnlyDict[str, object]):
     """The ``info`` of an ``agent/queued`` notification: a ``dict`` that refuses changes.
 
@@ -154,16 +132,6 @@ class _QueuedInfo(ReadOnlyDict[str, object]):
 
     __slots__ = ()
     refusal = "agent/queued's info is read-only: copy it to change it, dict(info)"
-
-
-def circle_error(caller: AgentCore, cycle: list[AgentCore], waiting: str) -> AgentError:
-    """``WAIT_CYCLE``: *caller* *waiting* (what it waits for) would close *cycle*."""
-    circle = " -> ".join(repr(member.id) for member in [caller, *cycle])
-    return AgentError(
-        f"agent {caller.id!r}: {waiting} would wait forever in a circle of agents "
-        f"waiting on each other ({circle})",
-        code="WAIT_CYCLE",
-    )
 
 
 def waiting_agent() -> AgentCore | None:
@@ -422,94 +390,6 @@ class AgentCore:
     def enter_driver(self) -> None:
         """Mark the current task, and the tasks it starts, as this agent's driver."""
         _driving.set(self)
-
-    def wait_cycle(self, target: AgentCore) -> list[AgentCore] | None:
-        """The agents from *target* back to this one, if *target* already waits on it.
-
-        A depth-first walk of the waits of *target*, the agents those wait on,
-        and so on; every agent is visited once, and a wait that is over (see
-        :class:`Wait`) is left out. Of a disposed agent (one a
-        dispose has just marked, say) only the firm waits count: its disposal
-        cancels the others, which end with it.
-        """
-        parents: dict[AgentCore, AgentCore | None] = {target: None}
-        pending = [target]
-        while pending:
-            core = pending.pop()
-            if core is self:
-                chain = [core]
-                while (parent := parents[chain[-1]]) is not None:
-                    chain.append(parent)
-                return chain[::-1]
-            waits = core.firm_waits_on if core.disposed else core.waits_on
-            for wait in waits:
-                nxt = wait.target
-                if nxt not in parents and not wait.over():
-                    parents[nxt] = core
-                    pending.append(nxt)
-        return None
-
-    def waits_firmly(self) -> bool:
-        """Whether a wait the current task makes is firm: made from this agent's shielded
-        flush or its teardown, which no cancel of its turn or disposal reaches."""
-        return FLUSHING.get() is self or tearing_down_agent() is self
-
-    def start_waiting_on(self, wait: Wait) -> bool:
-        """Record that one of this agent's tasks makes *wait*; whether the wait is firm
-        (see :attr:`firm_waits_on`), to give back to :meth:`stop_waiting_on`."""
-        self.waits_on = (*self.waits_on, wait)
-        firm = self.waits_firmly()
-        if firm:
-            self.firm_waits_on = (*self.firm_waits_on, wait)
-        return firm
-
-    def stop_waiting_on(self, wait: Wait, *, firm: bool) -> None:
-        """Drop one record made by :meth:`start_waiting_on`."""
-        self.waits_on = _without_one(self.waits_on, wait)
-        if firm:
-            self.firm_waits_on = _without_one(self.firm_waits_on, wait)
-
-    @contextlib.contextmanager
-    def waiting_on(
-        self,
-        target: AgentCore,
-        abandoned: Callable[[], None] | None = None,
-        until: trio.Event | None = None,
-    ) -> Iterator[None]:
-        """Record this agent as waiting for *target* inside the ``with``, until *until* is
-        set if given (see :class:`Wait`).
-
-        From a sync tool body's thread (through ``trio.from_thread``), only while its
-        call lasts: a body abandoned at its timeout or a cancel waits on, but its
-        agent no longer does, and must not close circles of agents waiting on each other;
-        *abandoned* is called then.
-        """
-        wait = Wait(target, until)
-        firm = self.start_waiting_on(wait)
-        waiting = True
-
-        def stop_waiting() -> None:
-            nonlocal waiting
-            if waiting:
-                waiting = False
-                self.stop_waiting_on(wait, firm=firm)
-
-        def body_left() -> None:
-            stop_waiting()
-            if abandoned is not None:
-                abandoned()
-
-        mark = tool_thread_mark(self)
-        if mark is not None:
-            mark.releases = (*mark.releases, body_left)
-        try:
-            yield
-        finally:
-            stop_waiting()
-            if mark is not None and body_left in mark.releases:
-                mark.releases = tuple(
-                    release for release in mark.releases if release is not body_left
-                )
 
     def mark_disposed(self, *, announce: bool = True) -> None:
         """Disposal effects in order (R2.35); never raises.

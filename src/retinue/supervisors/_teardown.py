@@ -13,7 +13,7 @@ import trio
 from retinue._errors import AgentError
 from retinue.actors import Agent
 from retinue.loop import AgentCore, LoopServices
-from retinue.loop._core import circle_error, waiting_agent
+from retinue.loop._core import waiting_agent
 from retinue.loop._marks import (
     SETTING_UP,
     TEARING_DOWN,
@@ -21,6 +21,7 @@ from retinue.loop._marks import (
     setting_up_agents,
     tearing_down_agent,
 )
+from retinue.loop._waitgraph import circle_error, wait_cycle, waiting_on
 from retinue.session import TurnEndReason
 
 from ._cleanups import Cleanups, run_each, unwind
@@ -125,7 +126,7 @@ class Teardowns:
         if caller is None:
             await core.torn_down.wait()
             return
-        if caller.wait_cycle(core) is not None:  # marked disposed above: firm waits only
+        if wait_cycle(caller, core) is not None:  # marked disposed above: firm waits only
             # The agent being disposed waits for the caller, directly or through
             # others, in a wait its disposal does not cancel (its final flush's
             # listener disposing the caller, say): its teardown needs the caller to
@@ -134,7 +135,7 @@ class Teardowns:
             return
         # Recorded like a wait_idle, so a wait that would close a circle through
         # this one (the teardown's own listeners waiting on the caller) is refused.
-        with caller.waiting_on(core):
+        with waiting_on(caller, core):
             await core.torn_down.wait()
 
     def _creation_of(self, core: AgentCore) -> Creation | None:
@@ -234,10 +235,10 @@ async def _wait_for_teardown(tearing_down: AgentCore, agent_id: str) -> None:
     if caller is None:
         await tearing_down.torn_down.wait()
         return
-    cycle = caller.wait_cycle(tearing_down)
+    cycle = wait_cycle(caller, tearing_down)
     if cycle is not None:
         raise circle_error(caller, cycle, f"waiting for the teardown of {agent_id!r}")
-    with caller.waiting_on(tearing_down):
+    with waiting_on(caller, tearing_down):
         await tearing_down.torn_down.wait()
 
 
@@ -250,12 +251,12 @@ async def _wait_for_teardowns(caller: AgentCore, teardowns: tuple[AgentCore, ...
     caller raises ``AgentError(WAIT_CYCLE)`` before anything is recorded.
     """
     for tearing_down in teardowns:
-        cycle = caller.wait_cycle(tearing_down)
+        cycle = wait_cycle(caller, tearing_down)
         if cycle is not None:
             waiting = f"closing the runtime (which waits for the teardown of {tearing_down.id!r})"
             raise circle_error(caller, cycle, waiting)
     with contextlib.ExitStack() as waits:
         for tearing_down in teardowns:
-            waits.enter_context(caller.waiting_on(tearing_down))
+            waits.enter_context(waiting_on(caller, tearing_down))
         for tearing_down in teardowns:
             await tearing_down.torn_down.wait()
