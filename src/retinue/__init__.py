@@ -10,9 +10,7 @@ Open a runtime, create agents, talk to them::
 from __future__ import annotations
 
 from ._content import (
-    HookContext as HookContext,
     Message as Message,
-    MessageSource as MessageSource,
     Reasoning as Reasoning,
     Text as Text,
     ToolCall as ToolCall,
@@ -28,6 +26,7 @@ from ._errors import (
     StoreError as StoreError,
     ToolError as ToolError,
 )
+from ._sources import HookContext as HookContext, MessageSource as MessageSource
 from .actors import (
     Agent as Agent,
     AgentOptions as AgentOptions,

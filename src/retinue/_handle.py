@@ -7,9 +7,10 @@ from typing import Literal, Protocol, TypeAlias, final
 
 import attrs
 
-from ._content import ContentBlock, MessageSource
+from ._content import ContentBlock
 from ._errors import AgentError
 from ._fresh_errors import copied_error
+from ._sources import MessageSource
 from ._stream import Usage
 from .session import Session, TurnEndReason
 

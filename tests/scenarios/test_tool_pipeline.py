@@ -11,8 +11,9 @@ import pytest
 import trio
 import trio.testing
 
-from retinue._content import HookContext, Text
+from retinue._content import Text
 from retinue._lossless import FrozenDict, JsonValue
+from retinue._sources import HookContext
 from retinue.hooks import Accept, Allow, Ask, Block, Deny
 from retinue.session import ToolErrorInfo
 from retinue.tools import PreparedCall, ToolExecution, ToolExecutionResult, tool

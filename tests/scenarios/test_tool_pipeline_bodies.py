@@ -13,8 +13,9 @@ import pytest
 import trio
 import trio.testing
 
-from retinue._content import HookContext, Text
+from retinue._content import Text
 from retinue._errors import HookError, ToolError
+from retinue._sources import HookContext
 from retinue.hooks import Allow
 from retinue.tools import Tool, ToolExecution, ToolExecutionResult, tool
 from retinue.tools._body import TOOL_THREADS

@@ -7,7 +7,8 @@ import pytest
 import trio
 import trio.testing
 
-from retinue._content import HookContext, Text
+from retinue._content import Text
+from retinue._sources import HookContext
 from retinue.hooks import Accept
 from retinue.tools import ToolExecution, ToolExecutionResult
 from tests.helpers import DEADLINE, Next, unchecked

@@ -18,17 +18,16 @@ import pytest
 
 from retinue._content import (
     Message,
-    MessageSource,
     OpaqueBlock,
     Reasoning,
     RedactedReasoning,
     Text,
     ToolCall,
     ToolResultBlock,
-    resolve_source,
 )
 from retinue._errors import InvalidJsonError, SessionError
 from retinue._request import LlmCallConfig, ToolSchema
+from retinue._sources import MessageSource, resolve_source
 from retinue.session import (
     AssistantMessage,
     EpochHeader,

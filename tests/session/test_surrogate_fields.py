@@ -11,7 +11,6 @@ import pytest
 
 from retinue import JSONLStore
 from retinue._content import (
-    MessageSource,
     OpaqueBlock,
     Reasoning,
     RedactedReasoning,
@@ -20,6 +19,7 @@ from retinue._content import (
     ToolResultBlock,
 )
 from retinue._request import LlmCallConfig, ToolSchema
+from retinue._sources import MessageSource
 from retinue.session import (
     AssistantMessage,
     ContextMessage,

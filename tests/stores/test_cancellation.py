@@ -18,8 +18,8 @@ import trio
 import trio.testing
 
 import retinue
-from retinue._content import MessageSource
 from retinue._errors import StoreError
+from retinue._sources import MessageSource
 from retinue.session import Session, TurnStart, TurnTrigger
 from retinue.stores import AppendBatch, JSONLStore, SQLiteStore
 from retinue.stores._jsonl import JSONLBackend

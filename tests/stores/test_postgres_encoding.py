@@ -10,8 +10,9 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from retinue._content import MessageSource, Text
+from retinue._content import Text
 from retinue._errors import StoreError
+from retinue._sources import MessageSource
 from retinue.session import (
     Session,
     TurnEnd,

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from retinue._content import MessageSource, Text, ToolCall
+from retinue._content import Text, ToolCall
 from retinue._errors import CorruptSessionError, StoreError
+from retinue._sources import MessageSource
 from retinue._stream import BlockEnd, Errored, Finish, ReasoningDelta, TextDelta, ToolCallDelta
 from retinue.session import (
     AssistantChunk,

@@ -10,11 +10,11 @@ from typing import final
 
 import trio
 
-from retinue._content import MessageSource
 from retinue._errors import RetinueError
 from retinue._handle import Content
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions
+from retinue._sources import MessageSource
 from retinue.loop import AgentCore, AgentStatus, TurnResult
 from retinue.loop._core import in_run_of
 from retinue.loop._marks import tearing_down_agent

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from retinue._content import HookContext
 from retinue._errors import HookError
+from retinue._sources import HookContext
 
 from ._bus import HookBus
 from ._decisions import (

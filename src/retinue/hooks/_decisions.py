@@ -8,13 +8,13 @@ import attrs
 
 from retinue._content import (
     ContentBlock,
-    HookContext,
     Text,
     as_content,
     as_prompt,
     check_optional_str,
     check_str,
 )
+from retinue._sources import HookContext
 
 __all__ = [
     "Accept",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, final
 import attrs
 import trio
 
-from retinue._content import Message, MessageSource, as_prompt, resolve_source
+from retinue._content import Message, as_prompt
 from retinue._errors import (
     AgentDisposedError,
     AgentNotReadyError,
@@ -22,6 +22,7 @@ from retinue._lossless import shown_short
 from retinue._options import AgentOptions
 from retinue._readonly import ReadOnlyDict
 from retinue._request import LlmCallConfig
+from retinue._sources import MessageSource, resolve_source
 from retinue.hooks import HookBus
 from retinue.mailbox import Mailbox, MailboxItem, Ticket
 from retinue.prompt import Section

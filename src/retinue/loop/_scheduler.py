@@ -18,8 +18,9 @@ from collections.abc import Sequence
 import attrs
 import trio
 
-from retinue._content import HookContext, ToolCall
+from retinue._content import ToolCall
 from retinue._lossless import JsonValue, freeze_json, loads_frozen
+from retinue._sources import HookContext
 from retinue.tools import (
     PreparedCall,
     Tool,

@@ -6,9 +6,10 @@ from typing import TypeAlias
 
 import trio
 
-from retinue._content import USER_SOURCE, Message, snapshot_messages
+from retinue._content import Message, snapshot_messages
 from retinue._errors import HookError, StepLimitError, call_each, is_interrupt
 from retinue._request import MessageHistory, ToolSchema
+from retinue._sources import USER_SOURCE
 from retinue._stream import FinishReason
 from retinue.hooks import Allow, Block, Continue, Stop
 from retinue.mailbox import MailboxItem

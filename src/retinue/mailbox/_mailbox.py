@@ -12,7 +12,8 @@ from typing import Generic, TypeAlias, TypeVar, final
 import attrs
 import trio
 
-from retinue._content import ContentBlock, MessageSource
+from retinue._content import ContentBlock
+from retinue._sources import MessageSource
 
 __all__ = ["Mailbox", "MailboxItem", "MailboxStatistics", "Ticket"]
 

@@ -14,15 +14,10 @@ import cattrs
 from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.errors import ForbiddenExtraKeysError
 
-from retinue._content import (
-    ContentBlock,
-    Message,
-    MessageSource,
-    OpaqueBlock,
-    ToolResultBlock,
-)
+from retinue._content import ContentBlock, Message, OpaqueBlock, ToolResultBlock
 from retinue._lossless import FrozenDict, JsonValue, freeze_json, shown_short, too_deep
 from retinue._request import LlmCallConfig, ToolSchema
+from retinue._sources import MessageSource
 from retinue._stream import (
     ABORTED,
     MAX_TOKENS,

@@ -11,7 +11,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from retinue._content import ContentBlock, MessageSource, Text, ToolCall
+from retinue._content import ContentBlock, Text, ToolCall
+from retinue._sources import MessageSource
 from retinue._stream import (
     ABORTED,
     MAX_TOKENS,

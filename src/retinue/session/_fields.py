@@ -7,16 +7,7 @@ from typing import Any
 
 import attrs
 
-from retinue._content import (
-    USER_SOURCE,
-    ContentBlock,
-    Message,
-    MessageSource,
-    ToolResultBlock,
-    as_content,
-    whole,
-    wrong_type,
-)
+from retinue._content import ContentBlock, Message, ToolResultBlock, as_content, whole, wrong_type
 from retinue._errors import InvalidJsonError
 from retinue._lossless import (
     NEG_SMALL_INT,
@@ -26,6 +17,7 @@ from retinue._lossless import (
     shown,
 )
 from retinue._request import ToolSchema
+from retinue._sources import USER_SOURCE, MessageSource
 
 from ._nesting import check_blocks
 

@@ -8,9 +8,7 @@ from typing import Any, ClassVar, Literal, NamedTuple, final
 import attrs
 
 from retinue._content import (
-    USER_SOURCE,
     ContentBlock,
-    MessageSource,
     ToolResultBlock,
     check_optional_str,
     check_str,
@@ -20,6 +18,7 @@ from retinue._content import (
 from retinue._errors import InvalidJsonError
 from retinue._lossless import SMALL_INT, JsonValue, freeze_json, joined_surrogates, shown
 from retinue._slots import slot_setters
+from retinue._sources import USER_SOURCE, MessageSource
 from retinue._stream import StreamChunk, Usage
 
 from ._fields import (

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, TypeVar, overload
 
-from retinue._content import ContentBlock, Message, MessageSource
+from retinue._content import ContentBlock, Message
 from retinue._handle import AgentStatus
 from retinue._request import LlmCallConfig
+from retinue._sources import MessageSource
 from retinue.hooks import (
     ContinuationDecision,
     Listener,

@@ -12,7 +12,6 @@ import attrs
 
 from retinue._content import (
     ContentBlock,
-    HookContext,
     OpaqueBlock,
     Reasoning,
     RedactedReasoning,
@@ -27,6 +26,7 @@ from retinue._errors import InvalidJsonError, RetinueError, describe_failure, le
 from retinue._handle import AgentHandle
 from retinue._lossless import JsonValue, freeze_json
 from retinue._slots import slot_setters
+from retinue._sources import HookContext
 from retinue.session import ToolErrorInfo
 
 from ._tool import Tool, ToolOutput
