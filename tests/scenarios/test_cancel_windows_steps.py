@@ -247,8 +247,8 @@ async def test_w8_dispose_interrupts_a_slow_listener_between_steps(
 ) -> None:
     """T-C7 / R2.35, R7.31, DESIGN 4: disposal does not wait for a listener between steps.
 
-    No step window is open there, so only disposal interrupts (a cancel stays
-    marker-only, R7.40 W8); the turn ends ``disposed`` at once.
+    No step window is open there: the turn's own scope is cancelled, and the turn
+    ends ``disposed`` at once.
     """
     model = ScriptedModel([CallTools([ToolCallSpec("pause", '{"seconds": 1}')]), Reply("never")])
     async with runtime(model, tools=[pause]) as rt, trio.open_nursery() as nursery:
@@ -272,6 +272,44 @@ async def test_w8_dispose_interrupts_a_slow_listener_between_steps(
         assert last_end_reason(events).kind == "disposed"
         assert model.statistics().calls == 1
         check_session_invariants(events)
+
+
+@pytest.mark.parametrize("seam", ["agent/turn-continuation", "agent/turn-stop"])
+async def test_w8_cancel_interrupts_a_slow_listener_between_steps(
+    autojump_clock: trio.testing.MockClock, seam: str
+) -> None:
+    """T-C7 / R2.23, R7.40 W8: a cancel does not wait for a listener between steps.
+
+    A listener awaiting there (an ``ask`` of another agent, say) is cancelled, as
+    one in a step window is, and the turn ends ``aborted`` with the cancel's reason
+    at once: the step it follows stays whole, and no step runs after it.
+    """
+    model = ScriptedModel([CallTools([ToolCallSpec("pause", '{"seconds": 1}')]), Reply("never")])
+    async with runtime(model, tools=[pause]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        entered = trio.Event()
+
+        async def slow(*args: object) -> Any:
+            if not entered.is_set():  # the first turn's only
+                entered.set()
+                await trio.sleep(1000)
+            proceed = args[-1]
+            return await proceed() if seam == "agent/turn-continuation" else None  # type: ignore[operator]
+
+        rt.hooks.on(seam, slow, agent=agent)  # type: ignore[call-overload]
+        agent.send("go")
+        await entered.wait()
+        started = trio.current_time()
+        agent.cancel("stop now")
+        events = await idle_events(agent)
+        assert trio.current_time() - started < 10
+        end = last_end_reason(events)
+        assert (end.kind, end.reason) == ("aborted", "stop now")
+        assert len(of_type(events, "step/end")) == 1
+        assert len(of_type(events, "tool/result")) == 1
+        assert model.statistics().calls == 1
+        check_session_invariants(events)
+        assert (await agent.ask("again")).reason.kind == "completed"
 
 
 async def test_w8_continuation_reason_after_cancel_is_discarded(

@@ -331,6 +331,10 @@ class AgentCore:
         self.discard_pending(ended)
         if self.step_signal is not None:
             abort_step(self.step_signal)
+        elif armed and self.turn_scope is not None:
+            # Between step windows (a continuation or turn-stop listener): no step
+            # signal is open, and a listener awaiting there would hold the turn.
+            self.turn_scope.cancel()
 
     # -- driver-facing helpers ------------------------------------------------
 
@@ -408,7 +412,7 @@ class AgentCore:
         if self.step_signal is not None:
             abort_step(self.step_signal)
         elif self.turn_scope is not None:
-            # Between windows (continuation, turn-stop): only disposal interrupts.
+            # Between windows (continuation, turn-stop), as a cancel does.
             self.turn_scope.cancel()
         self.mailbox.wake()
         if not running and not self._flushing_every_event():
