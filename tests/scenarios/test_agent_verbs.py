@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import typing
+from collections.abc import Mapping, Sequence
 
 import pytest
 import trio
@@ -408,7 +409,8 @@ async def test_a_queued_listener_cannot_change_the_info_the_next_one_sees(
     )
     writes: list[str] = []
 
-    def forge(_agent: retinue.Agent, _content: object, info: dict[str, object]) -> None:
+    def forge(_agent: retinue.Agent, _content: object, typed: Mapping[str, object]) -> None:
+        info = typing.cast("dict[str, object]", typed)  # a listener ignoring its type
         for write in (
             functools.partial(info.__setitem__, "steering", not info["steering"]),
             functools.partial(info.update, source="forged"),

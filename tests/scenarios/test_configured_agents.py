@@ -265,7 +265,8 @@ async def test_failed_listener_of_the_notification_is_logged(
             heard = failures(rt)
             assert await start_configured_agents(rt, config) == ()
             assert len(heard) == 1
-    assert "listener failed in agent-loop/config-start-failed" in caplog.text
+    assert f"agent-loop/config-start-failed listener ({__name__}." in caplog.text
+    assert ".broken) failed for agent 'ghost-1' (contained)" in caplog.text
     assert "listener bug" in caplog.text
 
 

@@ -408,7 +408,10 @@ async def test_result_observer_failures_are_contained(caplog: pytest.LogCaptureF
     assert calls == ["broken", "after"]
     logged = [r for r in caplog.records if r.name == "retinue.hooks" and r.exc_info]
     assert [(r.levelno, r.getMessage()) for r in logged] == [
-        (logging.ERROR, "listener failed in tools/result (contained)")
+        (
+            logging.ERROR,
+            f"a tools/result listener ({__name__}.{broken.__qualname__}) failed (contained)",
+        )
     ]
     error = logged[0].exc_info[1]  # type: ignore[index]
     assert isinstance(error, RuntimeError)

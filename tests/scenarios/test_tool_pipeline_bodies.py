@@ -471,7 +471,7 @@ async def test_a_wrapper_calling_next_twice_does_not_run_the_body_twice() -> Non
     result = await registry.execute(call("mark"))
     assert ran == ["hi"]
     assert result.is_error
-    assert "called next() more than once" in text_of(result)
+    assert f"({__name__}.{twice.__qualname__}) called next() more than once" in text_of(result)
 
 
 async def test_a_wrapper_keeping_next_cannot_run_the_body_after_its_call() -> None:
@@ -491,7 +491,8 @@ async def test_a_wrapper_keeping_next_cannot_run_the_body_after_its_call() -> No
     result = await registry.execute(call("mark"))
     assert (text_of(result), result.is_error) == ("skipped", False)
     with pytest.raises(
-        HookError, match=r"tools/execute listener called next\(\) after the listener returned"
+        HookError,
+        match=rf"tools/execute listener \({__name__}\.{short_circuit.__qualname__}\) called next\(\) after",
     ):
         await kept[0]()
     assert ran == []
@@ -504,7 +505,10 @@ async def test_a_wrapper_keeping_next_cannot_run_the_body_after_its_call() -> No
     hooks.on("tools/execute", make_then_return)
     result = await registry.execute(call("mark"))
     assert result.is_error
-    assert "called next() but never awaited what it returned" in text_of(result)
+    assert (
+        f"({__name__}.{make_then_return.__qualname__}) called next() but never awaited"
+        in text_of(result)
+    )
     with pytest.raises(RuntimeError, match="cannot reuse already awaited coroutine"):
         await made[0]
     assert ran == []

@@ -32,6 +32,21 @@ def test_emit_calls_every_listener_and_contains_failures(caplog: pytest.LogCaptu
     assert "agent/status" in caplog.text
 
 
+def test_a_contained_emit_failure_names_its_listener_and_agent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """R6.1: the log of a contained failure says which listener raised, for which agent."""
+    bus = HookBus()
+    bus.on("agent/status", boom)
+    with caplog.at_level(logging.ERROR, logger="retinue.hooks"):
+        bus.emit("agent/status", "agent", "idle", scope="worker-7")
+        bus.emit("agent/status", "agent", "idle")
+    assert [record.getMessage() for record in caplog.records] == [
+        f"an agent/status listener ({boom.__module__}.boom) failed for agent 'worker-7' (contained)",
+        f"an agent/status listener ({boom.__module__}.boom) failed (contained)",
+    ]
+
+
 def test_emit_contains_an_async_listener_without_leaking_a_coroutine() -> None:
     """R6.1: emit is synchronous; a coroutine a listener returns is closed unrun (contained)."""
     bus = HookBus()

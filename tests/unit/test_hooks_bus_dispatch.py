@@ -210,6 +210,61 @@ async def test_waterfall_failure_propagates() -> None:
         await bus.waterfall("agent/step-result", default, "message")
 
 
+async def test_a_serial_listener_failure_is_named_on_it() -> None:
+    """R6.2, R7.45: the error a serial listener raises carries a note naming it, so a turn's
+    error (``TurnResult.error``, ``agent/error``) says which plugin failed."""
+    bus = HookBus()
+    bus.on("agent/pre-step", lambda *_: None)
+    bus.on("agent/pre-step", boom)
+    with pytest.raises(RuntimeError, match="listener failed") as caught:
+        await bus.serial("agent/pre-step", "agent")
+    assert caught.value.__notes__ == [
+        f"raised by an agent/pre-step listener ({boom.__module__}.boom)"
+    ]
+
+
+async def test_a_waterfall_failure_is_named_on_the_listener_that_raised_it_alone() -> None:
+    """R6.3: a listener that lets the rest of its chain's failure through ``next()`` did
+    not raise it, and is not named; one that raises its own is."""
+    bus = HookBus()
+    inner_failure = KeyError("inner")
+
+    async def default() -> str:
+        raise LookupError("default")
+
+    async def passthrough(_arg: object, next_: Next) -> object:
+        return await next_()
+
+    async def inner(_arg: object, next_: Next) -> object:
+        if len(raised) == 1:
+            raise inner_failure
+        return await next_()
+
+    async def replacing(_arg: object, next_: Next) -> object:
+        try:
+            return await next_()
+        except LookupError as exc:
+            raise ValueError("outer") from exc
+
+    raised: list[BaseException] = []
+    bus.on("agent/step-result", passthrough)
+    bus.on("agent/step-result", inner)
+    for _ in range(2):
+        with pytest.raises(LookupError) as caught:
+            await bus.waterfall("agent/step-result", default, "message")
+        raised.append(caught.value)
+    assert [getattr(exc, "__notes__", None) for exc in raised] == [
+        None,
+        [f"raised by an agent/step-result listener ({__name__}.{inner.__qualname__})"],
+    ]
+    bus.on("agent/step-result", replacing)
+    with pytest.raises(ValueError, match="outer") as replaced:
+        await bus.waterfall("agent/step-result", default, "message")
+    assert replaced.value.__notes__ == [
+        f"raised by an agent/step-result listener ({__name__}.{replacing.__qualname__})"
+    ]
+
+
 async def test_waterfall_next_after_the_listener_raised_is_refused() -> None:
     """R6.3: ``next`` runs the rest of the chain only during the listener's call: kept past
     a raise, calling it raises HookError naming the seam and the default never runs."""
@@ -230,7 +285,10 @@ async def test_waterfall_next_after_the_listener_raised_is_refused() -> None:
         await bus.waterfall("agent/step-result", default, "message")
     with pytest.raises(
         HookError,
-        match=r"^an agent/step-result listener called next\(\) after the listener returned",
+        match=(
+            rf"^an agent/step-result listener \({__name__}\.{keep_and_fail.__qualname__}\) "
+            r"called next\(\) after the listener returned"
+        ),
     ):
         await kept[0]()
     assert ran == []
@@ -403,6 +461,31 @@ async def test_parallel_logs_the_failures_it_does_not_raise(
     logged = [r.exc_info[1] for r in caplog.records if r.exc_info]
     assert [type(exc) for exc in logged] == [KeyError]
     assert "not raised: another listener's failure was" in caplog.records[0].getMessage()
+
+
+async def test_parallel_raises_the_failure_of_the_listener_registered_first(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R6.4: of failures that come together, the dispatch raises the first-registered
+    listener's every time, whatever order trio runs the listeners in; the other is logged."""
+    bus = HookBus()
+
+    async def registered_first(*_args: object) -> None:
+        await trio.sleep(1)
+        raise ValueError("first registered")
+
+    async def registered_second(*_args: object) -> None:
+        await trio.sleep(1)
+        raise KeyError("second registered")
+
+    bus.on("session/flush", registered_first)
+    bus.on("session/flush", registered_second)
+    with trio.fail_after(DEADLINE), caplog.at_level(logging.ERROR, logger="retinue.hooks"):
+        for _ in range(20):
+            with pytest.raises(ValueError, match="first registered"):
+                await bus.parallel("session/flush", "agent", "session")
+    logged = [type(r.exc_info[1]) for r in caplog.records if r.exc_info]
+    assert logged == [KeyError] * 20
 
 
 async def test_a_parallel_listener_raising_one_error_object_is_named_on_it_once(

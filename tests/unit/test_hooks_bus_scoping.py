@@ -57,6 +57,26 @@ async def test_scoped_listeners_hear_only_their_agent() -> None:
     assert bus.listeners("agent/status", "a") != bus.listeners("agent/status", "b")
 
 
+def test_listeners_takes_an_agent_as_on_takes_it() -> None:
+    """R6.5: asked for a handle's listeners, the bus answers for its agent, as ``on`` scoped
+    them: the shared listeners alone would be a wrong answer, given without a word."""
+    bus = HookBus()
+
+    def shared(*_args: object) -> None:
+        pass
+
+    def own(*_args: object) -> None:
+        pass
+
+    bus.on("agent/status", shared)
+    bus.on("agent/status", own, agent=Handle("a"))
+    assert bus.listeners("agent/status", Handle("a")) == [shared, own]
+    assert bus.listeners("agent/status", "a") == [shared, own]
+    assert bus.listeners("agent/status") == [shared]
+    with pytest.raises(TypeError):
+        bus.listeners("agent/status", 7)
+
+
 def test_a_bus_given_bus_of_refuses_a_handle_whose_agent_dispatches_elsewhere() -> None:
     """R6.5: a handle whose agent dispatches on another bus is refused before anything is
     registered: scoped by its id, the listener would never hear that agent. A handle of

@@ -31,7 +31,10 @@ async def test_a_kept_next_called_after_its_listener_returned_raises_at_the_call
     assert await bus.waterfall("tools/execute", default, "execution") == "answered"
     with pytest.raises(
         HookError,
-        match=r"^a tools/execute listener called next\(\) after the listener returned",
+        match=(
+            rf"^a tools/execute listener \({__name__}\.{keep_and_answer.__qualname__}\) "
+            r"called next\(\) after the listener returned"
+        ),
     ):
         kept[0]()  # type: ignore[unused-awaitable]  # raises before it could hand one back
     assert ran == []

@@ -13,7 +13,14 @@ import trio
 from retinue._callables import check_callable
 from retinue._errors import HookError, synchronous_failure, synchronous_failure_of
 
-from ._calls import call, listener_label, log_unraised, refuse_coroutine, stop_iteration_failure
+from ._calls import (
+    call,
+    listener_label,
+    log_unraised,
+    note_culprit,
+    refuse_coroutine,
+    stop_iteration_failure,
+)
 from ._chain import run_chain
 from ._listeners import Entry, Seam, agent_scope
 from ._results import RESULTS, Takes, refusal
@@ -214,12 +221,21 @@ class HookBus:
         # A membership test first: on the hot path most seams have no listener at all.
         return name in self._listeners and self._listeners[name].heard_by(scope)
 
-    def listeners(self, name: str, scope: str | None = None) -> list[Listener]:
+    def listeners(self, name: str, scope: object = None) -> list[Listener]:
         """The listeners *scope*'s dispatch of *name* reaches, in registration order.
 
+        *scope* is an agent or its id, as :meth:`on` takes it, or ``None`` for
+        the listeners of every agent alone.
+
         Raises:
-            ValueError: *name* is not a seam, as :meth:`has_listeners` says.
+            ValueError: *name* is not a seam, as :meth:`has_listeners` says; or
+                *scope* is refused as :meth:`scope_of` refuses it.
+            TypeError: *scope* is not an agent handle, an agent id or ``None``.
         """
+        return self._reached(name, scope if type(scope) is str else self.scope_of(scope))
+
+    def _reached(self, name: str, scope: str | None) -> list[Listener]:
+        """:meth:`listeners` of a scope known to be an agent's id or ``None``."""
         seam = self._listeners.get(name)
         if seam is None:
             seam_mode(name)
@@ -233,14 +249,14 @@ class HookBus:
         """
         if name not in self._listeners:
             return
-        for fn in self.listeners(name, scope):
+        for fn in self._reached(name, scope):
             try:
                 refuse_coroutine(name, fn, fn(*args))
             except BaseException as exc:
                 # A SystemExit too (R6.1): a notification's listener never ends the runtime.
                 if not synchronous_failure(exc):
                     raise
-                log.exception("listener failed in %s (contained)", name)
+                log.exception("%s failed%s (contained)", listener_label(name, fn), _of_agent(scope))
 
     def emit_raising(self, name: str, *args: object, scope: str | None = None) -> None:
         """Call every listener synchronously; the first failure propagates after all ran.
@@ -252,13 +268,14 @@ class HookBus:
         if name not in self._listeners:
             return
         failures: list[Exception] = []
-        for fn in self.listeners(name, scope):
+        for fn in self._reached(name, scope):
             try:
                 refuse_coroutine(name, fn, fn(*args))
             except StopIteration as exc:
                 # Raised from the append, it would reach the loop's coroutines (PEP 479).
                 failures.append(stop_iteration_failure(listener_label(name, fn), exc))
             except Exception as exc:
+                note_culprit(exc, f"raised by {listener_label(name, fn)}")
                 failures.append(exc)
             except BaseException as exc:
                 if not synchronous_failure(exc):
@@ -284,7 +301,7 @@ class HookBus:
         """
         if name not in self._listeners:
             return  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
-        for fn in self.listeners(name, scope):
+        for fn in self._reached(name, scope):
             await call(name, fn, *args)
 
     async def strict_serial(self, name: str, *args: object, scope: str | None = None) -> object:
@@ -295,7 +312,7 @@ class HookBus:
         if name not in self._listeners:
             return None  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
         takes = RESULTS.get(name)
-        for fn in self.listeners(name, scope):
+        for fn in self._reached(name, scope):
             result = await call(name, fn, *args)
             if result is None:
                 continue
@@ -319,7 +336,7 @@ class HookBus:
         as it returns against *takes*, else what the seam takes: a layer above
         this one gives what one dispatch takes (a result for its tool call).
         """
-        chain = self.listeners(name, scope)
+        chain = self._reached(name, scope)
         if not chain:
             return await default()
         return await run_chain(name, chain, default, args, takes or RESULTS.get(name))
@@ -340,7 +357,8 @@ class HookBus:
         return await self.waterfall(name, innermost, *args, scope=scope)
 
     async def parallel(self, name: str, *args: object, scope: str | None = None) -> None:
-        """Run every listener concurrently and wait for all; a failure propagates (R6.4).
+        """Run every listener concurrently and wait for all; a failure propagates (R6.4):
+        of several, the first-registered listener's.
 
         Does not yield when nobody listens. A cancel or Ctrl-C propagates as
         in :meth:`serial`, bare: not in the group of the nursery the
@@ -348,50 +366,42 @@ class HookBus:
         """
         if name not in self._listeners:
             return  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
-        chain = self.listeners(name, scope)
+        chain = self._reached(name, scope)
         if not chain:
             return  # noqa: ASYNC910 - no listener, no yield: unheard seams cost nothing on the hot path
-        failures: list[Exception] = []
+        # By the listener's place in the chain: the failure raised is the first-registered
+        # failing listener's, not whichever trio happened to run first.
+        failed: dict[int, Exception] = {}
 
-        async def run(fn: Listener) -> None:  # noqa: ASYNC910 - a child task; the nursery exit checkpoints
+        async def run(place: int, fn: Listener) -> None:  # noqa: ASYNC910 - a child task; the nursery exit checkpoints
             try:
                 await call(name, fn, *args)
-            except Exception as exc:
-                _note_listener(exc, f"raised by {listener_label(name, fn)}")
-                failures.append(exc)
+            except Exception as exc:  # noted by call() with the listener that raised it
+                failed[place] = exc
 
         try:
             async with trio.open_nursery() as nursery:
-                for fn in chain:
-                    nursery.start_soon(run, fn)
+                for place, fn in enumerate(chain):
+                    nursery.start_soon(run, place, fn)
         except BaseException as exc:
             # Cancelled (a deadline, say) or Ctrl-C: none of the failures is raised. Bare
             # under trio's loose exception groups, grouped under the strict default.
-            log_unraised(name, failures, "the dispatch was cancelled")
+            log_unraised(
+                name, [failed[place] for place in sorted(failed)], "the dispatch was cancelled"
+            )
             if not isinstance(exc, BaseExceptionGroup):
                 raise
             # run() keeps every failure, so the nursery's group holds only what passes
             # on: one of it passes on as serial dispatch passes it, not in a group.
             raise _passing_on(exc) from None
-        if failures:
-            log_unraised(name, failures[1:], "another listener's failure was")
-            raise failures[0]
+        if failed:
+            first, *others = (failed[place] for place in sorted(failed))
+            log_unraised(name, others, "another listener's failure was")
+            raise first
 
 
-def _note_listener(exc: Exception, note: str) -> None:
-    """Add *note*, naming the listener that raised *exc*, unless *exc* already has it.
-
-    Once: a listener raising one exception object on every dispatch would otherwise
-    gain a note per dispatch, without bound. An exception whose notes are no list
-    (or cannot be read) is raised as it is: the ``TypeError`` of adding to them
-    would escape the dispatch in its place.
-    """
-    try:
-        if note not in getattr(exc, "__notes__", ()):
-            exc.add_note(note)
-    except Exception:
-        # The notes are the listener's: its failure, not theirs, is what the dispatch raises.
-        return
+def _of_agent(scope: str | None) -> str:
+    return "" if scope is None else f" for agent {scope!r}"
 
 
 def _passing_on(group: BaseExceptionGroup[BaseException]) -> BaseException:

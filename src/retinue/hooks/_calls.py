@@ -17,6 +17,7 @@ __all__ = [
     "culprit_failure",
     "listener_label",
     "log_unraised",
+    "note_culprit",
     "qualified_name",
     "raise_failure",
     "refuse_coroutine",
@@ -43,13 +44,35 @@ async def call(name: str, fn: Listener, *args: object) -> object:
     return result  # noqa: ASYNC910 - a synchronous listener; dispatch on the hot path adds no scheduling point
 
 
-def raise_failure(culprit: str, exc: BaseException) -> NoReturn:
+def raise_failure(culprit: str, exc: BaseException, *, passed_on: bool = False) -> NoReturn:
     """Raise what *culprit*'s raise of *exc* propagates as (:func:`culprit_failure`): *exc*
-    again, or its failure from the failure's own cause; called where *exc* is handled."""
+    again, or its failure from the failure's own cause; called where *exc* is handled.
+
+    An ``Exception`` raised again gains a note naming *culprit*, unless *culprit*
+    *passed_on* one the rest of its chain raised (from a waterfall's ``next()``).
+    """
     failure = culprit_failure(culprit, exc)
     if failure is exc:
+        if not passed_on and isinstance(exc, Exception):
+            note_culprit(exc, f"raised by {culprit}")
         raise exc
     raise failure from failure.__cause__
+
+
+def note_culprit(exc: Exception, note: str) -> None:
+    """Add *note*, naming what raised *exc*, unless *exc* already has it.
+
+    Once: a listener raising one exception object on every dispatch would otherwise
+    gain a note per dispatch, without bound. An exception whose notes are no list
+    (or cannot be read) is raised as it is: the ``TypeError`` of adding to them
+    would escape the dispatch in its place.
+    """
+    try:
+        if note not in getattr(exc, "__notes__", ()):
+            exc.add_note(note)
+    except Exception:
+        # The notes are the listener's: its failure, not theirs, is what the dispatch raises.
+        return
 
 
 def culprit_failure(culprit: str, exc: BaseException) -> BaseException:

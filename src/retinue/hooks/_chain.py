@@ -8,7 +8,7 @@ from typing import TypeVar
 
 from retinue._errors import HookError
 
-from ._calls import a_listener_of, listener_label, raise_failure
+from ._calls import listener_label, raise_failure
 from ._results import Takes, refusal
 from ._seams import Listener
 
@@ -20,20 +20,30 @@ T = TypeVar("T")
 class _Frame:
     """One listener's call in a waterfall: its ``next()``, what that returned, whether it is over."""
 
-    __slots__ = ("done", "index", "name", "next_call", "run")
+    __slots__ = ("done", "index", "listener", "name", "next_call", "passed_up", "run")
 
     def __init__(
         self,
         name: str,
+        listener: Listener,
         run: Callable[[int, _Frame], Coroutine[object, object, object]],
         index: int,
     ) -> None:
         self.name = name
+        self.listener = listener
         # The chain's runner and where the rest of it starts: next() runs run(index, self).
         self.run = run
         self.index = index
         self.next_call: Coroutine[object, object, object] | None = None
         self.done = False
+        self.passed_up: BaseException | None = None
+        """What the rest of the chain raised out of ``next()``: the listener's
+        failure if it lets it through, but not one it raised."""
+
+    @property
+    def label(self) -> str:
+        """The listener as errors name it: built only for an error."""
+        return listener_label(self.name, self.listener)
 
     def call_next(self) -> Awaitable[object]:
         """The listener's ``next()``: the rest of the chain, to await.
@@ -42,9 +52,9 @@ class _Frame:
         chain twice, or after the dispatch, would run a tool twice or outside its call.
         """
         if self.done:
-            raise _late_next(self.name)
+            raise _late_next(self.label)
         if self.next_call is not None:
-            raise HookError(f"{a_listener_of(self.name)} called next() more than once")
+            raise HookError(f"{self.label} called next() more than once")
         self.next_call = rest = self.run(self.index, self)
         return rest
 
@@ -62,19 +72,18 @@ class _Frame:
         return True
 
 
-def _late_next(name: str) -> HookError:
+def _late_next(label: str) -> HookError:
     return HookError(
-        f"{a_listener_of(name)} called next() after the listener returned: "
+        f"{label} called next() after the listener returned: "
         "the dispatch is over, so the rest of the chain cannot run"
     )
 
 
-def _unawaited_next(name: str) -> HookError:
+def _unawaited_next(label: str) -> HookError:
     # Returned (``return call_next()``) or dropped: either way the rest of the
     # chain was asked for and never ran.
     return HookError(
-        f"{a_listener_of(name)} called next() but never awaited what it returned: "
-        "write return await call_next()"
+        f"{label} called next() but never awaited what it returned: write return await call_next()"
     )
 
 
@@ -93,28 +102,33 @@ async def run_chain(
     """
 
     async def run(index: int, caller: _Frame | None) -> T:
-        # A next() coroutine made in time but awaited after its listener's
-        # call ended would run the rest of the chain outside any dispatch.
-        if caller is not None and caller.done:
-            raise _late_next(name)
-        if index == len(chain):
-            return await default()
-        listener = chain[index]
-        frame = _Frame(name, run, index + 1)
-        # call()'s work written out: its coroutine would be one more frame per listener
-        # of a chain that nests, a third of the depth Python's recursion limit allows.
         try:
-            result = listener(*args, frame.call_next)
-            if inspect.isawaitable(result):
-                result = await result
+            # A next() coroutine made in time but awaited after its listener's
+            # call ended would run the rest of the chain outside any dispatch.
+            if caller is not None and caller.done:
+                raise _late_next(caller.label)
+            if index == len(chain):
+                return await default()
+            listener = chain[index]
+            frame = _Frame(name, listener, run, index + 1)
+            # call()'s work written out: its coroutine would be one more frame per listener
+            # of a chain that nests, a third of the depth Python's recursion limit allows.
+            try:
+                result = listener(*args, frame.call_next)
+                if inspect.isawaitable(result):
+                    result = await result
+            except BaseException as exc:
+                raise_failure(frame.label, exc, passed_on=exc is frame.passed_up)
+            finally:
+                unawaited = frame.end()
+            if unawaited:
+                raise _unawaited_next(frame.label)
+            if takes is not None and not takes.accepts(result):
+                raise refusal(name, listener, result, takes)
+            return result  # type: ignore[return-value]  # noqa: ASYNC910 - a synchronous listener: as call()
         except BaseException as exc:
-            raise_failure(listener_label(name, listener), exc)
-        finally:
-            unawaited = frame.end()
-        if unawaited:
-            raise _unawaited_next(name)
-        if takes is not None and not takes.accepts(result):
-            raise refusal(name, listener, result, takes)
-        return result  # type: ignore[return-value]  # noqa: ASYNC910 - a synchronous listener: as call()
+            if caller is not None:  # what the caller's listener passes on, if it does
+                caller.passed_up = exc
+            raise
 
     return await run(0, None)

@@ -9,7 +9,7 @@ is still checked, and accepted.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, TypeVar, overload
 
 from retinue._content import ContentBlock, Message
@@ -61,7 +61,7 @@ class _QueuedListener(Protocol):
     """A listener of ``agent/queued``."""
 
     def __call__(
-        self, agent: Agent, content: tuple[ContentBlock, ...], info: dict[str, object], /
+        self, agent: Agent, content: tuple[ContentBlock, ...], info: Mapping[str, object], /
     ) -> object: ...
 
 
@@ -441,7 +441,7 @@ class RuntimeHooks(Protocol):
         """:meth:`retinue.hooks.HookBus.hears`."""
         ...
 
-    def listeners(self, name: str, scope: str | None = None) -> list[Listener]:
+    def listeners(self, name: str, scope: Agent | str | None = None) -> list[Listener]:
         """:meth:`retinue.hooks.HookBus.listeners`."""
         ...
 
