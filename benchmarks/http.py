@@ -3,7 +3,10 @@
 The mock server runs in a child process, so the CPU time measured here is the
 client's alone. Each agent count prints one JSON line: steps per second and
 client CPU microseconds per streamed chunk, for a raw httpx2 SSE client (the
-floor), the OpenAI adapter and the Anthropic adapter, in the same run.
+floor), the OpenAI adapter and the Anthropic adapter, in the same run. The
+floor's client runs on the adapters' own connection pools (retinue's
+``ShardedTransport``), so ``vs_floor`` is what the SDKs and the adapters add
+above the transport, not the cost of the pools, which both sides pay.
 
 One run per figure is at the mercy of this noisy machine, so each client is
 measured R times (``--repeats R``, default 3), the three clients running in
