@@ -20,6 +20,7 @@ from retinue.session import (
     ToolCallEvent,
     ToolResultEvent,
     TurnEnd,
+    TurnEndReason,
     TurnStart,
     UserMessage,
 )
@@ -124,15 +125,34 @@ CALLING = AssistantMessage(1, 1, (Text("x"), ToolCall("c1", "t", "{}")))
             ),
             r"seq 5 .*R9\.10: tool/call 'c1' before the step's assistant/message",
         ),
+        (
+            step_log(
+                (CALLING, [4]),
+                ToolCallEvent(1, 1, "c1", "delete_all", "{}"),
+                (ToolResultEvent(1, 1, "c1", text("ok")), [6]),
+            ),
+            (
+                r"seq 6 .*R9\.10: tool/call 'c1' records 'delete_all' with '\{\}', where the "
+                r"message's block calls 't' with '\{\}'"
+            ),
+        ),
+        (
+            step_log(
+                (CALLING, [4]),
+                ToolCallEvent(1, 1, "c1", "t", '{"all": true}'),
+                (ToolResultEvent(1, 1, "c1", text("ok")), [6]),
+            ),
+            r"seq 6 .*R9\.10: tool/call 'c1' records 't' with '\{\"all\": true\}'",
+        ),
     ],
-    ids=["not-listed", "before-the-message"],
+    ids=["not-listed", "before-the-message", "another-tool", "other-arguments"],
 )
 def test_check_session_invariants_r9_10_a_tool_call_starts_a_call_of_the_message(
     events: list[Event], message: str
 ) -> None:
     """R9.10, R9.15: the calls a step starts are the tool-call blocks of its logged assistant
-    message, each ``tool/call`` after it: a call the message does not list, or logged ahead of the
-    message, is flagged."""
+    message, each ``tool/call`` after it: a call the message does not list, logged ahead of the
+    message, or recording another tool or other arguments than its block, is flagged."""
     with pytest.raises(InvariantError, match=message):
         check_session_invariants(events)
 
@@ -197,3 +217,43 @@ async def test_check_session_invariants_passes_a_runtime_log_of_streamed_steps(
             events = agent.session.events
     assert sum(isinstance(event.data, AssistantMessage) for event in events) == 2
     check_session_invariants(events)
+
+
+@pytest.mark.parametrize(
+    ("reason", "message"),
+    [
+        (TurnEndReason.rejected("blocked"), r"R7\.39: turn 1 ends rejected after 1 step\(s\)"),
+        (TurnEndReason.error(3, "boom"), r"R4\.12: turn 1 ends error at step 3 of 1"),
+        (TurnEndReason.error(-1, "boom"), r"R4\.12: turn 1 ends error at step -1 of 1"),
+    ],
+    ids=["rejected-after-a-step", "error-past-the-next-step", "error-before-step-0"],
+)
+def test_check_session_invariants_a_turns_end_fits_the_steps_it_ran(
+    reason: TurnEndReason, message: str
+) -> None:
+    """R4.12, R7.39: a ``rejected`` turn ran no step, and an ``error`` names a step the turn ran
+    or the one it failed to open: an end no loop could log for the steps logged is flagged."""
+    events = log(*OPENING, (MESSAGE, [4]), StepEnd(1, 1), TurnEnd(1, reason))
+    with pytest.raises(InvariantError, match=rf"seq 7 \(turn/end\): {message}"):
+        check_session_invariants(events)
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [TurnEndReason.error(0, "prompt-submit failed"), TurnEndReason.error(2, "pre-step failed")],
+    ids=["before-any-step", "opening-the-next-step"],
+)
+def test_check_session_invariants_takes_an_error_before_a_step_opened(
+    reason: TurnEndReason,
+) -> None:
+    """R4.12: a turn fails at step 0 before any step, or at the step a listener failed to open."""
+    check_session_invariants(log(*OPENING, (MESSAGE, [4]), *CLOSING[:1], TurnEnd(1, reason)))
+    check_session_invariants(log(TurnStart(1, TRIGGER), TurnEnd(1, TurnEndReason.rejected("x"))))
+
+
+def test_check_session_invariants_r7_11_prompts_precede_the_turns_first_step() -> None:
+    """R7.11: a turn's prompts are logged before its first step; input reaching a running turn
+    is steering or context, so a ``user/message`` after a step opened is flagged."""
+    events = log(*OPENING, UserMessage(text("late")), (MESSAGE, [4]), *CLOSING)
+    with pytest.raises(InvariantError, match=r"seq 5 \(user/message\): R7\.11: .* after step 1"):
+        check_session_invariants(events)

@@ -27,7 +27,9 @@ from retinue.session import (
     ToolCallEvent,
     ToolResultEvent,
     TurnEnd,
+    TurnEndReason,
     TurnStart,
+    UserMessage,
     fold_header,
 )
 
@@ -214,7 +216,19 @@ class _Walk:
             raise _fail(event, "R4.14", f"turn/end {data.turn} closes open turn {self.turn}")
         if self.step is not None:
             raise _fail(event, "R4.14", f"turn {self.turn} closes with step {self.step} open")
+        self._end_reason(event, data.reason)
         self.turn = None
+
+    def _end_reason(self, event: Event, reason: TurnEndReason) -> None:
+        """A turn's end fits the steps it ran: ``rejected`` ran none (R7.39), and an
+        ``error`` names a step it ran, or the one it failed to open (R4.12)."""
+        ran = self.last_step
+        if reason.kind == "rejected" and ran:
+            raise _fail(event, "R7.39", f"turn {self.turn} ends rejected after {ran} step(s)")
+        if reason.kind == "error" and not 0 <= (reason.step or 0) <= ran + 1:
+            raise _fail(
+                event, "R4.12", f"turn {self.turn} ends error at step {reason.step} of {ran}"
+            )
 
     def _step_start(self, event: Event, data: StepStart) -> None:
         if data.turn != self.turn:
@@ -246,6 +260,10 @@ class _Walk:
             self.output.feed(event)
         elif isinstance(data, SteeringMessage) and data.turn != self.turn:
             raise _fail(event, "R4.13", f"steering for turn {data.turn} inside turn {self.turn}")
+        elif isinstance(data, UserMessage) and self.last_step:
+            # The batch's prompts are submitted before the turn's first step (R7.11):
+            # later input reaches a running turn as steering or context.
+            raise _fail(event, "R7.11", f"user/message after step {self.last_step} opened")
         elif isinstance(data, RequestHeader | RequestHeaderDelta):
             self._header(event, data)
 

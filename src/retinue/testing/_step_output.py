@@ -6,6 +6,7 @@ from __future__ import annotations
 import attrs
 
 from retinue._content import ToolCall
+from retinue._lossless import shown_short
 from retinue.session import AssistantChunk, AssistantMessage, Event, ToolCallEvent
 
 from ._invariant import fail
@@ -27,8 +28,8 @@ class StepOutput:
 
     chunk_seqs: list[int] = attrs.field(factory=list)
     message_seq: int | None = None
-    listed_calls: frozenset[str] = frozenset()
-    """The ids of the tool-call blocks of the step's assistant message."""
+    listed_calls: dict[str, ToolCall] = attrs.field(factory=dict)
+    """The tool-call blocks of the step's assistant message, by id."""
 
     def feed(self, event: Event) -> None:
         """Take an event of the step; the walk passes no rewrite of history (R4.20), which is
@@ -64,7 +65,7 @@ class StepOutput:
                 f"a second assistant/message in the step (the first at seq {self.message_seq})",
             )
         self.message_seq = event.seq
-        self.listed_calls = frozenset(b.id for b in data.content if isinstance(b, ToolCall))
+        self.listed_calls = {b.id: b for b in data.content if isinstance(b, ToolCall)}
         sources = event.source_event_seqs
         logged = None if sources is None else list(sources)
         expected = self.chunk_seqs or None
@@ -76,7 +77,16 @@ class StepOutput:
             )
 
     def _call(self, event: Event, data: ToolCallEvent) -> None:
-        if data.call_id in self.listed_calls:
+        block = self.listed_calls.get(data.call_id)
+        if block is not None:
+            if (data.name, data.arguments) != (block.name, block.arguments):
+                raise fail(
+                    event,
+                    "R9.10",
+                    f"tool/call {data.call_id!r} records {shown_short(data.name)} with "
+                    f"{shown_short(data.arguments)}, where the message's block calls "
+                    f"{shown_short(block.name)} with {shown_short(block.arguments)}",
+                )
             return
         where = (
             "before the step's assistant/message"
