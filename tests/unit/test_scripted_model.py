@@ -11,7 +11,7 @@ import trio.testing
 
 import retinue
 from retinue._content import Message, Reasoning, Text, ToolCall, ToolResultBlock
-from retinue._request import ModelRequest
+from retinue._request import LlmCallConfig, MessageHistory, ModelRequest
 from retinue._stream import (
     ABORTED,
     MAX_TOKENS,
@@ -205,8 +205,14 @@ async def test_scripted_model_sequence_past_the_end_raises_clear_error() -> None
     model = ScriptedModel([Reply("one"), Reply("two")])
     assert assembled(await play(model)).message().content == (Text("one"),)
     assert assembled(await play(model)).message().content == (Text("two"),)
-    with pytest.raises(ScriptExhaustedError, match="2 step"):
+    with pytest.raises(ScriptExhaustedError, match="2 step") as exhausted:
         await play(model)
+    assert "asked by session" not in str(exhausted.value)
+    asked = ModelRequest(LlmCallConfig("m"), MessageHistory([]), session_id="worker-3")
+    with pytest.raises(
+        ScriptExhaustedError, match=r"all were played \(asked by session 'worker-3'\)"
+    ):
+        await play(model, asked)
 
 
 async def test_scripted_model_repeat_last_replays_the_final_step() -> None:
@@ -363,13 +369,15 @@ async def test_scripted_model_tool_loop_answers_after_tool_results() -> None:
 
 
 async def test_scripted_model_tool_loop_answers_when_context_follows_the_results() -> None:
-    """R9.18 puts hook context after the results; ``tool_loop`` still answers after them."""
+    """R9.18 puts hook context after the results; ``tool_loop`` still answers after them (the
+    history shows context as R5.2 wraps it)."""
     model = ScriptedModel.tool_loop(["t"], answer="done")
+    context = (Text('<context source="plugin">'), Text("data may be stale"), Text("</context>"))
     history = (
         Message("user", (Text("go"),)),
         Message("assistant", (ToolCall("c", "t", "{}"),)),
         Message("user", (ToolResultBlock("c", (Text("ok"),)),)),
-        Message("user", (Text("note: data may be stale"),)),
+        Message("user", context),
     )
     chunks = await play(model, request("m", *history))
     assert assembled(chunks).message().content == (Text("done"),)

@@ -111,8 +111,9 @@ class _Cursor:
             return step
         if repeat_last and self.steps:
             return self.steps[-1]
+        asking = "" if request.session_id is None else f" (asked by session {request.session_id!r})"
         raise ScriptExhaustedError(
-            f"{_script_name(name)} has {len(self.steps)} step(s) and all were played; "
+            f"{_script_name(name)} has {len(self.steps)} step(s) and all were played{asking}; "
             "add steps or pass repeat_last=True"
         )
 

@@ -7,7 +7,7 @@ from typing import final
 
 import attrs
 
-from retinue._content import Message, ToolResultBlock
+from retinue._content import ContentBlock, Message, Text, ToolResultBlock
 from retinue._lossless import shown_short
 from retinue._request import ModelRequest
 from retinue.testing._steps import CallTools, Reply, Step
@@ -55,18 +55,28 @@ class ToolLoop:
 
 
 def _results_since_last_reply(messages: Sequence[Message]) -> bool:
-    """Whether a message after the last assistant message holds tool results.
+    """Whether tool results are the last input after the last assistant message.
 
-    Hooks may add context messages after the results (R9.18), so the last
-    message alone cannot tell. The walk stops at the assistant message: this
-    runs once per model call, and earlier rounds do not matter.
+    Hooks may add context or steering after the results (R9.18), so the last
+    message alone cannot tell; a prompt after them (the next turn's, once a
+    cancel cut a turn in its tools) is new input, answered with calls. The walk
+    stops at the assistant message: this runs once per model call, and earlier
+    rounds do not matter.
     """
-    # Plain loops, not any() over a generator: this runs once per model call.
     # A MessageHistory walks itself backwards without indexing the view.
     for message in reversed(messages):
         if message.role == "assistant":
             return False
-        for block in message.content:
-            if isinstance(block, ToolResultBlock):
-                return True
+        content = message.content
+        if not _is_envelope(content):
+            return any(isinstance(block, ToolResultBlock) for block in content)
     return False
+
+
+_ENVELOPES = ("<context source=", "<steering source=")
+
+
+def _is_envelope(content: Sequence[ContentBlock]) -> bool:
+    """Whether *content* is context or steering as the history shows it (R5.2), not a prompt."""
+    first = content[0] if content else None
+    return type(first) is Text and first.text.startswith(_ENVELOPES)
