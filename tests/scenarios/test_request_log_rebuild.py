@@ -276,3 +276,25 @@ async def test_request_rebuild_check_not_following_a_runtime_fails_naming_follow
     assert result.reason.message is not None
     assert "model.follow(rt)" in result.reason.message
     assert model.requests == []
+
+
+async def test_request_rebuild_check_fails_a_request_of_a_runtime_it_does_not_follow(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R8.9: a checker shared by two runtimes but following one fails the other's requests,
+    naming the session: they would go unchecked, and ``failures == []`` pass having checked
+    only some."""
+    model = ScriptedModel([Reply("one")], repeat_last=True)
+    checked = RebuildCheckedModel(model)
+    with trio.fail_after(60):
+        async with runtime(checked) as followed, runtime(checked) as other:
+            checked.follow(followed)
+            mine = await followed.create_agent("a", OPTIONS)
+            theirs = await other.create_agent("b", OPTIONS, session_id="elsewhere")
+            assert (await mine.ask("hello")).reason.kind == "completed"
+            result = await theirs.ask("hello")
+    assert (result.reason.kind, checked.checked) == ("error", 1)
+    [failure] = checked.failures
+    assert "'elsewhere'" in str(failure)
+    assert "a RebuildCheckedModel of its own" in str(failure)
+    assert len(model.requests) == 1

@@ -117,7 +117,9 @@ class RebuildCheckedModel:
         """Every failed check, in order."""
 
     def follow(self, runtime: Runtime) -> None:
-        """Check the requests of *runtime*'s agents, finding each by its session id.
+        """Check the requests of *runtime*'s agents, finding each by its session id; a request
+        of a session no agent of *runtime* has fails the check (the model is shared with
+        another runtime, say), where it would go unchecked.
 
         Raises:
             TypeError: *runtime* is no :class:`~retinue.supervisors.Runtime`: every
@@ -128,9 +130,17 @@ class RebuildCheckedModel:
                 f"follow needs a Runtime (from open_runtime), got {shown_short(runtime)}"
             )
 
-        def session_of(session_id: str) -> Session | None:
+        def session_of(session_id: str) -> Session:
             agent = runtime.agents.get(session_id)
-            return None if agent is None else agent.session
+            if agent is None:
+                # Passed unchecked, another runtime's agents sharing the model would let
+                # ``failures == []`` pass having checked only some requests.
+                raise InvariantError(
+                    f"R8.9: the request of session {session_id!r} cannot be checked: no agent "
+                    "of the runtime the RebuildCheckedModel follows has it; give each runtime "
+                    "a RebuildCheckedModel of its own"
+                )
+            return agent.session
 
         self._sessions = session_of
 
