@@ -218,7 +218,7 @@ def test_demo_prints_its_summary_when_columns_is_zero(
     argv = ["--store", "memory", "--provider", "scripted", "--latency", "0"]
     assert main(["demo", *argv, "--agents", "1", "--turns", "1"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^summary: 1 agents, ", out, re.MULTILINE)
+    assert re.search(r"^summary: 1 agent, ", out, re.MULTILINE)
     assert re.search(r"^│ agent-00 +│ idle +│ 1 ", out, re.MULTILINE)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -96,6 +97,29 @@ def test_ctrl_c_during_the_demo_prints_one_line_and_exits_130(
     err = capsys.readouterr().err
     assert status == 130
     assert err == "retinue demo: interrupted\n"
+
+
+def test_an_interrupted_demo_prints_the_summary_of_what_ran(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C once turns have ended: the summary of what ran still prints, marked interrupted
+    (the live table's last frame shows the agents mid-turn), then the one line and status 130."""
+
+    async def ask_then_interrupt(agent: object, _turns: int, _rng: object) -> None:
+        await agent.ask("What's the weather?")  # type: ignore[attr-defined]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_demo, "_drive", ask_then_interrupt)
+    argv = ["demo", "--store", "memory", "--no-live", "--provider", "scripted", "--latency", "0"]
+    status = main([*argv, "--agents", "2", "--turns", "3"])
+    captured = capsys.readouterr()
+    assert status == 130
+    assert captured.err == "retinue demo: interrupted\n"
+    summary = re.findall(
+        r"^summary \(interrupted\): 2 agents, (\d+) turns?, .*completed", captured.out, re.MULTILINE
+    )
+    assert len(summary) == 1
+    assert int(summary[0]) >= 1
 
 
 def test_ctrl_c_with_standard_error_closed_leaves_standard_output_alone(

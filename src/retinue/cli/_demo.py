@@ -15,7 +15,7 @@ from typing import Any
 import trio
 
 import retinue
-from retinue._errors import leaf_error
+from retinue._errors import is_interrupt, leaf_error
 
 from ._demo_board import Board, DemoConsole, ReaderGoneError, show, summarize
 from ._demo_hint import closing_hint
@@ -143,11 +143,36 @@ async def _drive(agent: retinue.Agent, turns: int, rng: random.Random) -> None:
 
 
 async def run_demo(args: argparse.Namespace) -> int:
-    """Run the demo and print a summary; returns the exit status."""
-    rng = random.Random(args.seed)
+    """Run the demo and print a summary; returns the exit status.
+
+    Interrupted (Ctrl-C), it still prints the summary of what ran, marked so, before
+    the interrupt goes on: the live table's last frame shows the agents mid-turn.
+    """
     board = Board()
     console = DemoConsole()
+    agents: list[retinue.Agent] = []
     started = time.perf_counter()
+    try:
+        await _run_agents(args, board, console, agents, started)
+    except BaseException as exc:
+        if is_interrupt(exc):
+            summarize(console, board, agents, time.perf_counter() - started, interrupted=True)
+            _closing_hint(args, console)
+        raise
+    summarize(console, board, agents, time.perf_counter() - started)
+    _closing_hint(args, console)
+    return _status(board)
+
+
+async def _run_agents(
+    args: argparse.Namespace,
+    board: Board,
+    console: DemoConsole,
+    agents: list[retinue.Agent],
+    started: float,
+) -> None:
+    """Create the agents into *agents*, drive and disturb them, and wait until all are idle."""
+    rng = random.Random(args.seed)
     async with (
         open_model(args) as (model, model_name),
         retinue.open_runtime(
@@ -158,7 +183,9 @@ async def run_demo(args: argparse.Namespace) -> int:
         ) as rt,
     ):
         options = retinue.AgentOptions(model=model_name)
-        agents = [await rt.create_agent(f"agent-{i:02d}", options) for i in range(args.agents)]
+        for i in range(args.agents):
+            # One by one: a Ctrl-C while they are made still counts those made.
+            agents.append(await rt.create_agent(f"agent-{i:02d}", options))  # noqa: PERF401
         for agent in agents:
             rt.hooks.on("session/event", board.observe(agent), agent=agent)
             row = board.rows[agent.id]
@@ -178,17 +205,20 @@ async def run_demo(args: argparse.Namespace) -> int:
             for agent in agents:
                 await agent.wait_idle()
             finished.set()
-        summarize(console, board, agents, time.perf_counter() - started)
-    if args.store != "memory":
-        # The path is the user's, not markup or emoji codes.
-        console.print(
-            closing_hint(args.store, encoding=console.encoding),
-            markup=False,
-            emoji=False,  # ":notes" is a store name, not an emoji code
-            highlight=False,
-            soft_wrap=True,
-        )
-    return _status(board)
+
+
+def _closing_hint(args: argparse.Namespace, console: DemoConsole) -> None:
+    """Where the sessions were stored, and how to read them, unless kept in memory."""
+    if args.store == "memory":
+        return
+    # The path is the user's, not markup or emoji codes.
+    console.print(
+        closing_hint(args.store, encoding=console.encoding),
+        markup=False,
+        emoji=False,  # ":notes" is a store name, not an emoji code
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _status(board: Board) -> int:

@@ -141,7 +141,14 @@ async def show(board: Board, console: Console, started: float, finished: trio.Ev
     await trio.lowlevel.checkpoint()
 
 
-def summarize(console: Console, board: Board, agents: list[retinue.Agent], wall: float) -> None:
+def summarize(
+    console: Console,
+    board: Board,
+    agents: list[retinue.Agent],
+    wall: float,
+    *,
+    interrupted: bool = False,
+) -> None:
     turns = sum(row.turns for row in board.rows.values())
     steps = sum(row.steps for row in board.rows.values())
     calls = sum(row.tool_calls for row in board.rows.values())
@@ -149,8 +156,14 @@ def summarize(console: Console, board: Board, agents: list[retinue.Agent], wall:
     events = sum(len(agent.session.events) for agent in agents)
     console.print()
     # One line, even piped (rich wraps at 80 columns then): the run's record, to grep.
+    title = "summary (interrupted)" if interrupted else "summary"
     console.print(
-        f"[bold]summary[/bold]: {len(agents)} agents, {turns} turns, {steps} steps, "
-        f"{calls} tool calls, {events} events; end reasons: {ends}; wall time {wall:.2f}s",
+        f"[bold]{title}[/bold]: {_counted(len(agents), 'agent')}, {_counted(turns, 'turn')}, "
+        f"{_counted(steps, 'step')}, {_counted(calls, 'tool call')}, "
+        f"{_counted(events, 'event')}; end reasons: {ends or 'none'}; wall time {wall:.2f}s",
         soft_wrap=True,
     )
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

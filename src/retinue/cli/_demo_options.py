@@ -30,7 +30,13 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         type=_seconds,
         help=f"model latency in seconds (mock/scripted; default {DEFAULT_LATENCY})",
     )
-    parser.add_argument("--seed", type=int, default=7, help="random seed")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=7,
+        help="seed of the demo's random choices (cities, the agents steered and cancelled) and "
+        "of the mock server's replies; timing on the real clock still varies a run",
+    )
     parser.add_argument(
         "--provider",
         choices=("mock", "scripted", "openai", "anthropic"),
