@@ -16,13 +16,12 @@ from retinue.session import SessionHeader
 from retinue.session._codec import encode_event, encode_header
 
 from ._backend import AppendBatch
-from ._common import already_exists, cannot_open, claim_new_id, held_elsewhere, written_whole
+from ._common import already_exists, cannot_open, claim_new_id, held_elsewhere
 from ._jsonlclaims import NewClaims
 from ._jsonldeletes import SessionFileDeletes
 from ._jsonlfiles import (
     ATTEMPTS,
     SessionFile,
-    after_last_lines,
     close_all,
     fsync_directory,
     held_in_place,
@@ -41,10 +40,12 @@ from ._jsonlsteps import (
     Group,
     LeftFile,
     NewFile,
+    after_torn_line,
     discard,
     opening,
     session_path,
     syncfs_function,
+    unterminated_line,
 )
 from ._writebehind import BufferedStore
 
@@ -165,7 +166,7 @@ class JSONLBackend(SessionFileDeletes):
         if batch.truncate_to is not None:
             handle.truncate(batch.truncate_to)
         refusal = (
-            _after_torn_line(batch.session_id, handle)
+            after_torn_line(batch.session_id, handle)
             if handle.torn
             else handle.check_next(batch.session_id, batch.first_seq)
         )
@@ -351,7 +352,7 @@ class JSONLBackend(SessionFileDeletes):
         if not handle.measured:
             with opening(session_id):
                 handle.measure()
-                line = _unterminated_line(handle)
+                line = unterminated_line(handle)
                 if handle.torn and record_of(line, handle.count):
                     # Lacking only its newline, as a load finds it: a record to append after.
                     handle.keep_fragment(len(line) - len(unpadded(line)))
@@ -442,36 +443,6 @@ class JSONLBackend(SessionFileDeletes):
                 with contextlib.suppress(OSError):
                     remove_held(left.path, left.fd)
                 close_all([left.fd])
-
-
-def _unterminated_line(handle: SessionFile) -> bytes:
-    """The line after the last newline of *handle*'s file, read back from its end."""
-    start = after_last_lines(handle.fd, handle.size, 0)
-    return os.pread(handle.fd, handle.size - start, start)
-
-
-def _after_torn_line(session_id: str, handle: SessionFile) -> StoreError:
-    """The refusal of an append after a line a crash cut short, naming the file and line.
-
-    A line that parses whole was put there by hand, out of seq order (the writer
-    counted the next event's): no load cuts it off, it refuses it.
-    """
-    where = f"session {session_id!r}: {handle.path}, line {handle.count + 2}"
-    try:
-        whole = written_whole(unpadded(_unterminated_line(handle)))
-    except OSError:
-        whole = False  # the refusal stands; only its words are the crash's
-    if whole:
-        return StoreError(
-            f"{where} is a record written whole that is not event {handle.count}'s, or that "
-            "this version cannot read: nothing is appended after it, and a load refuses it (R11.8)",
-            code="SEQ_CONFLICT",
-        )
-    return StoreError(
-        f"{where} is a write a crash cut short (no committed event): nothing is appended "
-        "after it until a load of the session cuts it off (R11.8)",
-        code="SEQ_CONFLICT",
-    )
 
 
 @final

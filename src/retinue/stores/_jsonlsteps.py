@@ -3,7 +3,7 @@
 Where a session's file lives; what one group commit touched, to sync and undo
 it; a new session's file and a file a failed group could not remove; and the
 steps on one file: opening it, discarding a new one, reading its header for a
-listing. The backend's tables (open files, known paths, held leftovers) stay in
+listing, refusing an append after its unterminated last line. The backend's tables (open files, known paths, held leftovers) stay in
 :class:`~retinue.stores._jsonl.JSONLBackend`.
 """
 
@@ -18,23 +18,25 @@ from pathlib import Path
 
 import attrs
 
-from retinue._errors import CorruptSessionError
+from retinue._errors import CorruptSessionError, StoreError
 from retinue.session import SessionHeader
 
 from ._backend import SkippedSession
-from ._common import cannot_open, listed_header
+from ._common import cannot_open, listed_header, written_whole
 from ._ids import bucket_name, escape_id, file_stem, unescape_id
-from ._jsonlfiles import SessionFile, unmark_creation
+from ._jsonlfiles import SessionFile, after_last_lines, unmark_creation, unpadded
 
 __all__ = [
     "Group",
     "LeftFile",
     "NewFile",
+    "after_torn_line",
     "discard",
     "listed",
     "opening",
     "session_path",
     "syncfs_function",
+    "unterminated_line",
 ]
 
 
@@ -163,3 +165,33 @@ def discard(new: NewFile) -> None:
         with contextlib.suppress(OSError):
             os.close(new.fd)
         new.fd = -1
+
+
+def unterminated_line(handle: SessionFile) -> bytes:
+    """The line after the last newline of *handle*'s file, read back from its end."""
+    start = after_last_lines(handle.fd, handle.size, 0)
+    return os.pread(handle.fd, handle.size - start, start)
+
+
+def after_torn_line(session_id: str, handle: SessionFile) -> StoreError:
+    """The refusal of an append after a line a crash cut short, naming the file and line.
+
+    A line that parses whole was put there by hand, out of seq order (the writer
+    counted the next event's): no load cuts it off, it refuses it.
+    """
+    where = f"session {session_id!r}: {handle.path}, line {handle.count + 2}"
+    try:
+        whole = written_whole(unpadded(unterminated_line(handle)))
+    except OSError:
+        whole = False  # the refusal stands; only its words are the crash's
+    if whole:
+        return StoreError(
+            f"{where} is a record written whole that is not event {handle.count}'s, or that "
+            "this version cannot read: nothing is appended after it, and a load refuses it (R11.8)",
+            code="SEQ_CONFLICT",
+        )
+    return StoreError(
+        f"{where} is a write a crash cut short (no committed event): nothing is appended "
+        "after it until a load of the session cuts it off (R11.8)",
+        code="SEQ_CONFLICT",
+    )
