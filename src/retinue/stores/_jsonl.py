@@ -12,23 +12,20 @@ from pathlib import Path
 from typing import final
 
 from retinue._errors import CorruptSessionError, StoreError
-from retinue.session import SessionHeader
-from retinue.session._codec import encode_event, encode_header
+from retinue.session._codec import encode_event
 
 from ._backend import AppendBatch
-from ._common import already_exists, cannot_open, claim_new_id, held_elsewhere
+from ._common import already_exists, cannot_open, claim_new_id
 from ._jsonlclaims import NewClaims
+from ._jsonlcreations import SessionFileCreations
 from ._jsonldeletes import SessionFileDeletes
 from ._jsonlfiles import (
     ATTEMPTS,
     SessionFile,
     close_all,
-    fsync_directory,
     held_in_place,
     lock_stored,
     make_directory,
-    mark_creation,
-    open_temporary,
     remove_held,
     remove_leftovers,
     root_path,
@@ -39,7 +36,6 @@ from ._jsonlreads import record_of
 from ._jsonlsteps import (
     Group,
     LeftFile,
-    NewFile,
     after_torn_line,
     discard,
     opening,
@@ -58,7 +54,7 @@ _syncfs = syncfs_function()
 
 
 @final
-class JSONLBackend(SessionFileDeletes):
+class JSONLBackend(SessionFileDeletes, SessionFileCreations):
     """Session files under a root directory; every method blocks.
 
     A new session's file is written under a temporary name of its own, synced,
@@ -217,80 +213,6 @@ class JSONLBackend(SessionFileDeletes):
             code="STORAGE_ERROR",
         )
 
-    def _write_new(self, batch: AppendBatch, data: bytes, group: Group) -> StoreError | None:
-        """Write a new session under a temporary name; it is linked in after the sync."""
-        assert batch.header is not None
-        try:
-            new = self._create(batch, batch.header, group)
-        except StoreError as exc:
-            return exc
-        group.new.append(new)
-        content = (encode_header(batch.header) + "\n").encode() + data
-        write_all(new.fd, content)
-        new.size = len(content)
-        group.touched.append(new.fd)
-        return None
-
-    def _create(self, batch: AppendBatch, header: SessionHeader, group: Group) -> NewFile:
-        """Open a new session's temporary file, marked as the id's one creation in progress.
-
-        The marker is taken before the existence check and kept until after the
-        link, so of two writers creating one id (at any cwds) the second is refused.
-        """
-        self._remove_left(batch.session_id)
-        with opening(batch.session_id):
-            path = session_path(self._root, header)
-            self._make_bucket(path.parent)
-            if path.parent not in group.directories:
-                # Opened now: once the files fill the descriptor table it could not be.
-                group.directories[path.parent] = os.open(path.parent, os.O_RDONLY)
-            temporary, fd = open_temporary(path)
-            new = NewFile(
-                group.index, batch.session_id, temporary, path, fd, len(batch.events), None
-            )
-            claimed = batch.session_id in self._creating
-            try:
-                # A claimed id's marker is held already: the claim keeps it until linked in.
-                if not claimed:
-                    new.marker = mark_creation(temporary, self._root, path.stem)
-                elsewhere = not claimed and new.marker is None
-                if not elsewhere and self._find(batch.session_id) is None:
-                    return new
-            except BaseException:
-                discard(new)
-                raise
-        discard(new)
-        raise held_elsewhere(batch.session_id) if elsewhere else already_exists(batch.session_id)
-
-    def _remove_left(self, session_id: str) -> None:
-        """Remove the file a failed creation of *session_id* left, before creating it again."""
-        left = self._left.get(session_id)
-        if left is None:
-            return
-        try:
-            remove_held(left.path, left.fd)
-        except OSError as exc:
-            raise StoreError(
-                f"session {session_id!r}: a failed creation left {left.path}, which no flush "
-                f"acknowledged, and removing it failed ({exc})",
-                code="STORAGE_ERROR",
-            ) from exc
-        del self._left[session_id]
-        close_all([left.fd])
-
-    def _make_bucket(self, bucket: Path) -> None:
-        """Create *bucket* and sync it into the root, once per bucket and backend.
-
-        Synced even when it exists: the writer that made it may not have synced it yet.
-        """
-        if bucket in self._durable_buckets:
-            return
-        if bucket.is_dir():
-            fsync_directory(bucket.parent)
-        else:
-            make_directory(bucket)
-        self._durable_buckets.add(bucket)
-
     def _link_new(self, group: Group, results: list[StoreError | None]) -> None:
         linked: set[Path] = set()
         for new in group.new:
@@ -333,16 +255,6 @@ class JSONLBackend(SessionFileDeletes):
                 self._open.pop(new.session_id, None)
                 self._unlink_new(new)
             discard(new)
-
-    def _unlink_new(self, new: NewFile) -> None:
-        """Take a failed group's new file out of place, or keep it locked as left behind."""
-        try:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(new.path)
-        except OSError:
-            # Left unlocked, it would be a stored session to the next creation and load alike.
-            self._left[new.session_id] = LeftFile(new.path, new.fd)
-            new.fd = -1
 
     # -- open files and claims ------------------------------------------------
 
