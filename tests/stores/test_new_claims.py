@@ -136,24 +136,21 @@ async def test_a_jsonl_group_undone_after_linking_a_new_file_keeps_its_claim(
 ) -> None:
     """A JSONL group that linked a claimed session's file in and then failed takes the file
     out again and keeps the id's creation marker: another store's creation is still refused."""
-    syncs: list[int] = []
-    real_sync = JSONLBackend._sync
+    synced: list[Path] = []
 
-    def sync(backend: JSONLBackend, fds: list[int]) -> None:
-        syncs.append(len(fds))
-        if len(syncs) == 2:  # the directories of the files just linked in
-            raise OSError(errno.EIO, "Input/output error")
-        real_sync(backend, fds)
+    def sync_directories(backend: JSONLBackend, directories: list[Path]) -> None:
+        synced.extend(directories)  # the buckets of the files just linked in
+        raise OSError(errno.EIO, "Input/output error")
 
     with trio.fail_after(REAL_DEADLINE):
         async with JSONLStore(tmp_path) as first, JSONLStore(tmp_path) as second:
             await first.claim_new("s")
             session = attach_undrained(first, "s")
             with monkeypatch.context() as patch:
-                patch.setattr(JSONLBackend, "_sync", sync)
+                patch.setattr(JSONLBackend, "_sync_directories", sync_directories)
                 with pytest.raises(StoreError):
                     await first.flush(session)
-            assert len(syncs) == 2
+            assert len(synced) == 1
             assert not await second.exists("s")
             assert await refusal(_taken(second, "s")) == DUPLICATE
             await first.detach(session)

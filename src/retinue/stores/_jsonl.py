@@ -53,6 +53,14 @@ SYNCFS_THRESHOLD = 8
 _syncfs = syncfs_function()
 
 
+def _sync_file_system(fd: int) -> None:
+    """``syncfs`` the file system of *fd*, raising its failure."""
+    assert _syncfs is not None
+    if _syncfs(fd) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, os.strerror(error))
+
+
 @final
 class JSONLBackend(SessionFileDeletes, SessionFileCreations):
     """Session files under a root directory; every method blocks.
@@ -139,7 +147,7 @@ class JSONLBackend(SessionFileDeletes, SessionFileCreations):
                     if new.linked:  # its own file's lock holds the id from now on
                         self._creating.drop(new.session_id)
             finally:
-                close_all(group.directories.values())
+                group.free_reserve()
             return results
 
     def _write_one(self, batch: AppendBatch, group: Group) -> StoreError | None:
@@ -230,18 +238,34 @@ class JSONLBackend(SessionFileDeletes, SessionFileCreations):
                 os.unlink(new.temporary)
             new.unmark()
         if linked:
-            self._sync([group.directories[directory] for directory in linked])
+            group.free_reserve()
+            self._sync_directories(list(linked))
 
     def _sync(self, fds: list[int]) -> None:
         if _syncfs is not None and len(fds) >= SYNCFS_THRESHOLD:
             # One syncfs per file system: a bucket may be a mount point or a link to another.
             for fd in {os.fstat(fd).st_dev: fd for fd in fds}.values():
-                if _syncfs(fd) != 0:
-                    error = ctypes.get_errno()
-                    raise OSError(error, os.strerror(error))
+                _sync_file_system(fd)
             return
         for fd in fds:
             os.fdatasync(fd)
+
+    def _sync_directories(self, directories: list[Path]) -> None:
+        """Make the entries of *directories* durable, each open only while it is synced.
+
+        A group's new sessions may have as many cwds as sessions: their buckets
+        held open together would cost a descriptor per session again.
+        """
+        whole = _syncfs is not None and len(directories) >= SYNCFS_THRESHOLD
+        if whole:
+            # One per file system (the one a bucket links to, for a link).
+            directories = list({os.stat(path).st_dev: path for path in directories}.values())
+        for directory in directories:
+            fd = os.open(directory, os.O_RDONLY)
+            try:
+                _sync_file_system(fd) if whole else os.fdatasync(fd)
+            finally:
+                os.close(fd)
 
     def _undo(self, group: Group) -> None:
         for handle, size, count, open_line in group.rollbacks:

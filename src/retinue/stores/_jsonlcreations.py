@@ -66,9 +66,10 @@ class SessionFileCreations(SessionFileReads):
         with opening(batch.session_id):
             path = session_path(self._root, header)
             self._make_bucket(path.parent)
-            if path.parent not in group.directories:
-                # Opened now: once the files fill the descriptor table it could not be.
-                group.directories[path.parent] = os.open(path.parent, os.O_RDONLY)
+            group.directories.add(path.parent)
+            if group.reserve < 0:
+                # Once the temporaries (or other threads) fill the table, no bucket could be opened.
+                group.reserve = os.open(self._root, os.O_RDONLY)
             temporary, fd = open_temporary(path)
             new = NewFile(
                 group.index, batch.session_id, temporary, path, fd, len(batch.events), None

@@ -24,7 +24,7 @@ from retinue.session import SessionHeader
 from ._backend import SkippedSession
 from ._common import cannot_open, listed_header, written_whole
 from ._ids import bucket_name, escape_id, file_stem, unescape_id
-from ._jsonlfiles import SessionFile, after_last_lines, unmark_creation, unpadded
+from ._jsonlfiles import SessionFile, after_last_lines, close_all, unmark_creation, unpadded
 
 __all__ = [
     "Group",
@@ -94,7 +94,17 @@ class Group:
     rollbacks: list[tuple[SessionFile, int, int, bool]] = attrs.Factory(list)
     """Each file appended to, with its size, event count and open last line before the group."""
     new: list[NewFile] = attrs.Factory(list)
-    directories: dict[Path, int] = attrs.Factory(dict)
+    directories: set[Path] = attrs.Factory(set)
+    """The buckets of the new files, synced once they are linked in."""
+    reserve: int = -1
+    """A descriptor held from the group's first new temporary on and closed before its
+    directories are opened (one at a time), so the temporaries cannot leave none for them."""
+
+    def free_reserve(self) -> None:
+        """Close the reserved descriptor, if held, for the directories' syncs to use."""
+        if self.reserve >= 0:
+            close_all([self.reserve])
+            self.reserve = -1
 
 
 def syncfs_function() -> ctypes._NamedFuncPointer | None:
