@@ -1,7 +1,12 @@
-"""A session of finished turns and the lines a JSONL store loads, for the JSONL file tests."""
+"""A session of finished turns, the lines a JSONL store loads, and a descriptor table filled,
+for the JSONL file tests."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import resource
+from collections.abc import Iterator
 from pathlib import Path
 
 from retinue.session import Session
@@ -24,3 +29,24 @@ async def load_lines(root: Path, session_id: str) -> list[str]:
         loaded = await store.load(session_id)
     check_session_invariants(loaded.events)
     return lines(loaded.events)
+
+
+@contextlib.contextmanager
+def descriptors_filled(spare: int = 0) -> Iterator[None]:
+    """Fill the descriptor table up to a lowered limit but for *spare* slots; emptied, and the
+    limit restored, after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    highest = max(int(name) for name in os.listdir("/proc/self/fd"))
+    held: list[int] = []
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(highest + 32, soft), hard))
+    try:
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(os.open(os.devnull, os.O_RDONLY))
+        for _ in range(spare):
+            os.close(held.pop())
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

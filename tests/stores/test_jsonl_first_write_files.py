@@ -11,10 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import resource
 import stat
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +23,7 @@ from retinue.stores import JSONLStore, _jsonl
 from retinue.stores._backend import AppendBatch
 from retinue.stores._jsonl import JSONLBackend
 from retinue.testing import check_session_invariants
-from tests.stores._jsonl_files_kit import session_of
+from tests.stores._jsonl_files_kit import descriptors_filled, session_of
 from tests.stores._open_files_child import digest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,6 +66,17 @@ def _leftovers(root: Path) -> list[Path]:
         for path in root.rglob(pattern)
         if path.is_file()
     ]
+
+
+@pytest.mark.parametrize("cwds", [False, True], ids=["one-cwd", "a-cwd-each"])
+async def test_jsonl_claimed_sessions_first_written_together_need_one_file_each(
+    tmp_path: Path, cwds: bool
+) -> None:
+    """README ("one open file per live session"), R11.3, R11.5: 200 sessions claimed at
+    their creation (as the runtime's agents are) and first written in one group under a
+    256-file limit are all stored: a first write adds no descriptor to its claim's."""
+    root = tmp_path / "sessions"
+    await _assert_all_stored(root, await _first_writes(root, claimed=True, cwds=cwds))
 
 
 async def test_jsonl_new_sessions_at_as_many_cwds_first_written_together_need_one_file_each(
@@ -129,24 +138,6 @@ def test_jsonl_a_group_syncs_its_buckets_each_open_alone(
     assert [len(held) for held in directory_syncs] == [1] * (1 if whole else buckets)
 
 
-@contextlib.contextmanager
-def _table_filled() -> Iterator[None]:
-    """Fill the descriptor table up to a lowered limit; emptied and the limit restored after."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    highest = max(int(name) for name in os.listdir("/proc/self/fd"))
-    held: list[int] = []
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(highest + 32, soft), hard))
-    try:
-        with contextlib.suppress(OSError):
-            while True:
-                held.append(os.open(os.devnull, os.O_RDONLY))
-        yield
-    finally:
-        for fd in held:
-            os.close(fd)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-
 def test_jsonl_a_group_keeps_a_descriptor_for_its_buckets_if_the_table_fills_meanwhile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -160,7 +151,7 @@ def test_jsonl_a_group_keeps_a_descriptor_for_its_buckets_if_the_table_fills_mea
 
     def sync(fds: list[int]) -> None:
         real_sync(fds)
-        filled.enter_context(_table_filled())
+        filled.enter_context(descriptors_filled())
 
     monkeypatch.setattr(backend, "_sync", sync)
     sessions = [session_of(f"s{index}", 1, cwd=f"/srv/{index}") for index in range(3)]

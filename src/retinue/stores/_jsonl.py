@@ -70,7 +70,9 @@ class JSONLBackend(SessionFileDeletes, SessionFileCreations):
     Meanwhile the temporary is also linked as the id's creation marker in the
     root's markers' directory, so one id is created once whatever the cwd
     (R11.11); a claim of a new id holds that marker from its session's creation
-    to its first write. The root itself holds only the cwd buckets: a lookup of
+    to its first write, which fills the claim's own marker file and links it
+    in instead (one descriptor per claimed session, its group's first writes
+    included). The root itself holds only the cwd buckets: a lookup of
     an id reads as much whatever the number of ids being created. An
     attached session's file stays open with an exclusive ``flock`` until it is
     released, so a second writer (another process or store) is refused: open
@@ -143,12 +145,18 @@ class JSONLBackend(SessionFileDeletes, SessionFileCreations):
                 self._undo(group)  # a claimed id keeps its marker, for the retry to create it
                 raise
             else:
-                for new in group.new:
-                    if new.linked:  # its own file's lock holds the id from now on
-                        self._creating.drop(new.session_id)
+                self._settle_claims(group)
             finally:
                 group.free_reserve()
             return results
+
+    def _settle_claims(self, group: Group) -> None:
+        """Give up the claims of a committed group's new files: their own locks hold the ids."""
+        for new in group.new:
+            if new.borrowed and new.linked:
+                self._creating.settle(new.session_id)  # the claim's file is the session's
+            elif new.linked:
+                self._creating.drop(new.session_id)
 
     def _write_one(self, batch: AppendBatch, group: Group) -> StoreError | None:
         data = "".join(encode_event(event) + "\n" for event in batch.events).encode()
@@ -376,8 +384,10 @@ class JSONLBackend(SessionFileDeletes, SessionFileCreations):
                 self.release(session_id)
             while self._left:
                 _, left = self._left.popitem()
-                with contextlib.suppress(OSError):
-                    remove_held(left.path, left.fd)
+                for name in (left.path, left.marker):
+                    if name is not None:
+                        with contextlib.suppress(OSError):
+                            remove_held(name, left.fd)
                 close_all([left.fd])
 
 

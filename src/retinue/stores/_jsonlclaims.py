@@ -20,10 +20,11 @@ __all__ = ["NewClaims"]
 class NewClaims:
     """The creation markers a JSONL backend holds for the new ids it claimed.
 
-    A marker is the one name of a locked, empty file: held, it keeps every
-    other writer's creation of the id out, as a group's own marker does, until
-    the id's first write links its file in (whose lock holds the id from then
-    on) or the claim is released. A crash drops the lock, and the next creation
+    A marker is the one name of a locked file, empty until the id's first
+    write fills it: held, it keeps every other writer's creation of the id
+    out, as a group's own marker does, until that write links the file in as
+    the session's (its lock, on the claim's own descriptor, holding the id from
+    then on) or the claim is released. A crash drops the lock, and the next creation
     or leftover sweep replaces or removes the marker. Called under the backend's lock.
     """
 
@@ -67,6 +68,26 @@ class NewClaims:
             os.close(fd)
             return None
         return marker, fd
+
+    def file_of(self, session_id: str) -> tuple[Path, int]:
+        """The id's marker and the descriptor locking it: the file its first write fills."""
+        return self._held[session_id]
+
+    def settle(self, session_id: str) -> None:
+        """Remove the id's marker and forget the claim, its descriptor left open: its file,
+        linked in by its first write, is the session's, and its lock holds the id from now on."""
+        marker, fd = self._held.pop(session_id)
+        with contextlib.suppress(OSError):
+            remove_held(marker, fd)
+
+    def hand_over(self, session_id: str) -> tuple[Path, int]:
+        """Forget the id's claim, its marker and descriptor passing to the caller, still held."""
+        return self._held.pop(session_id)
+
+    def restore(self, session_id: str, held: tuple[Path, int]) -> None:
+        """Hold again the claim :meth:`hand_over` gave out, its marker still locked by its
+        descriptor."""
+        self._held[session_id] = held
 
     def drop(self, session_id: str) -> None:
         """Remove the id's marker, if held here, and drop its lock."""

@@ -4,6 +4,7 @@ failed one left."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from ._jsonlclaims import NewClaims
 from ._jsonlfiles import (
     close_all,
     fsync_directory,
+    link_temporary,
     make_directory,
     mark_creation,
     open_temporary,
@@ -67,18 +69,14 @@ class SessionFileCreations(SessionFileReads):
             path = session_path(self._root, header)
             self._make_bucket(path.parent)
             group.directories.add(path.parent)
-            if group.reserve < 0:
-                # Once the temporaries (or other threads) fill the table, no bucket could be opened.
-                group.reserve = os.open(self._root, os.O_RDONLY)
-            temporary, fd = open_temporary(path)
-            new = NewFile(
-                group.index, batch.session_id, temporary, path, fd, len(batch.events), None
-            )
             claimed = batch.session_id in self._creating
+            new = self._claims_file(batch, path, group) if claimed else None
+            if new is None:
+                new = self._own_temporary(batch, path, group)
             try:
                 # A claimed id's marker is held already: the claim keeps it until linked in.
                 if not claimed:
-                    new.marker = mark_creation(temporary, self._root, path.stem)
+                    new.marker = mark_creation(new.temporary, self._root, path.stem)
                 elsewhere = not claimed and new.marker is None
                 if not elsewhere and self._find(batch.session_id) is None:
                     return new
@@ -87,6 +85,42 @@ class SessionFileCreations(SessionFileReads):
                 raise
         discard(new)
         raise held_elsewhere(batch.session_id) if elsewhere else already_exists(batch.session_id)
+
+    def _claims_file(self, batch: AppendBatch, path: Path, group: Group) -> NewFile | None:
+        """The claim's own locked file, emptied and linked beside *path* as the temporary to
+        write; ``None`` if *path* lies on another file system than the claim's marker.
+
+        A temporary of its own would be a second descriptor per claimed id while
+        its group is written: a group of N first writes would need 2N, and fail
+        past half the process's limit. The claim's file costs none: synced and
+        linked in, it is the session's, its lock (the claim's) holding it on.
+        """
+        marker, fd = self._creating.file_of(batch.session_id)
+        try:
+            temporary = link_temporary(marker, path)
+        except OSError as exc:
+            if exc.errno == errno.EXDEV:  # a bucket mounted or linked elsewhere: a temporary there
+                return None
+            raise
+        new = NewFile(group.index, batch.session_id, temporary, path, fd, len(batch.events), None)
+        new.borrowed = True
+        try:
+            os.ftruncate(fd, 0)  # what a failed group wrote to it before
+        except BaseException:
+            discard(new)
+            raise
+        return new
+
+    @staticmethod
+    def _own_temporary(batch: AppendBatch, path: Path, group: Group) -> NewFile:
+        """A new locked temporary file beside *path*: the descriptor its session keeps."""
+        if group.reserve < 0:
+            # Once the temporaries (or other threads) fill the table, no bucket could be opened.
+            # Not taken for a claim's file, which opens none: at a full table, the one slot its
+            # lookup used is the one its bucket's sync needs, and a reserve would take it.
+            group.reserve = os.open(path.parent, os.O_RDONLY)
+        temporary, fd = open_temporary(path)
+        return NewFile(group.index, batch.session_id, temporary, path, fd, len(batch.events), None)
 
     def _remove_left(self, session_id: str) -> None:
         """Remove the file a failed creation of *session_id* left, before creating it again."""
@@ -102,7 +136,10 @@ class SessionFileCreations(SessionFileReads):
                 code="STORAGE_ERROR",
             ) from exc
         del self._left[session_id]
-        close_all([left.fd])
+        if left.marker is None:
+            close_all([left.fd])
+        else:  # the claim the file took over: held again, to keep the id for this creation
+            self._creating.restore(session_id, (left.marker, left.fd))
 
     def _make_bucket(self, bucket: Path) -> None:
         """Create *bucket* and sync it into the root, once per bucket and backend.
@@ -124,5 +161,9 @@ class SessionFileCreations(SessionFileReads):
                 os.unlink(new.path)
         except OSError:
             # Left unlocked, it would be a stored session to the next creation and load alike.
-            self._left[new.session_id] = LeftFile(new.path, new.fd)
+            if new.borrowed:  # the claim's file: the claim goes with it, its marker kept held
+                marker, _ = self._creating.hand_over(new.session_id)
+                self._left[new.session_id] = LeftFile(new.path, new.fd, marker)
+            else:
+                self._left[new.session_id] = LeftFile(new.path, new.fd)
             new.fd = -1

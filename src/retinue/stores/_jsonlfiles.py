@@ -30,6 +30,7 @@ __all__ = [
     "close_all",
     "fsync_directory",
     "held_in_place",
+    "link_temporary",
     "lock_stored",
     "make_directory",
     "mark_creation",
@@ -185,11 +186,32 @@ def open_temporary(path: Path) -> tuple[Path, int]:
     file it did not create.
     """
     for _ in range(ATTEMPTS):
-        temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}{TEMPORARY_SUFFIX}")
+        temporary = _temporary_name(path)
         fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         if _lock_in_place(fd, temporary):
             return temporary, fd
     raise OSError(errno.EAGAIN, "no temporary file stayed in place to be locked", str(path))
+
+
+def link_temporary(held: Path, path: Path) -> Path:
+    """Link *held*, a file the caller holds locked, under a temporary name beside *path*.
+
+    A name :func:`open_temporary` would choose, so a sweep knows it; the file
+    being locked already, no sweep takes it between its link and a lock.
+    Raises ``OSError`` (``EXDEV``) if *path* lies on another file system.
+    """
+    for _ in range(ATTEMPTS):
+        temporary = _temporary_name(path)
+        with contextlib.suppress(FileExistsError):
+            os.link(held, temporary)
+            return temporary
+    raise OSError(errno.EEXIST, "every temporary name tried was taken", str(path))
+
+
+def _temporary_name(path: Path) -> Path:
+    """A random temporary name beside *path*, its creator's alone once made (``O_EXCL``, or a
+    link, which never replaces a name)."""
+    return path.with_name(f".{path.name}.{secrets.token_hex(8)}{TEMPORARY_SUFFIX}")
 
 
 def _lock_in_place(fd: int, path: Path) -> bool:

@@ -61,6 +61,9 @@ class NewFile:
     count: int
     marker: Path | None
     """The id's creation marker, removed once linked in or undone, before the file is closed."""
+    borrowed: bool = False
+    """Whether the file is the id's claim's (its marker's): the claim keeps its descriptor,
+    which no discard closes, until the group commits and the session's open file takes it."""
     size: int = 0
     linked: bool = False
 
@@ -83,6 +86,9 @@ class LeftFile:
 
     path: Path
     fd: int
+    marker: Path | None = None
+    """The id's creation marker, if the file is its claim's: another name of the file, held
+    with it so the claim keeps the id out, and given back to the claim by the retry."""
 
 
 @attrs.define(eq=False)
@@ -166,11 +172,15 @@ def opening(session_id: str, what: str = "its file") -> Iterator[None]:
 
 
 def discard(new: NewFile) -> None:
-    """Remove a new session's temporary file and marker, then close it (dropping their lock)."""
+    """Remove a new session's temporary file and marker, then close it (dropping their lock).
+
+    A claim's file stays open, its marker held, for the claim to keep the id."""
     with contextlib.suppress(OSError):
         os.unlink(new.temporary)
     with contextlib.suppress(OSError):
         new.unmark()
+    if new.borrowed:
+        new.fd = -1
     if new.fd >= 0:
         with contextlib.suppress(OSError):
             os.close(new.fd)
