@@ -565,8 +565,9 @@ async def test_a_parent_cancel_between_the_workers_steps_ends_its_turn(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """R2.29, R2.24: ``orch`` is cancelled while the worker's turn is between steps (its
-    ``agent/turn-continuation`` listener runs, no step window open): as a cancel there
-    does, the parent cause ends the turn before another model step."""
+    ``agent/turn-continuation`` listener awaits, no step window open): as a cancel there
+    does, the parent cause interrupts the listener and ends the turn at once, before
+    another model step."""
     peers: Peers = {}
 
     @retinue.tool
@@ -584,8 +585,10 @@ async def test_a_parent_cancel_between_the_workers_steps_ends_its_turn(
         rt.hooks.on("agent/turn-continuation", pondering, agent=peers["worker"])
         peers["orch"].send("go")
         await trio.sleep(10)
+        cancelled_at = trio.current_time()
         peers["orch"].cancel("stop")
         await peers["orch"].wait_idle()
         await peers["worker"].wait_idle()
+        assert trio.current_time() - cancelled_at < 1
         assert turn_ends(peers["worker"]) == ["aborted: parent agent 'orch' was cancelled: stop"]
         assert len(of_type(peers["worker"].session.events, "step/start")) == 1

@@ -14,7 +14,6 @@ from retinue._errors import AgentError
 from retinue.loop import AgentCore, TurnResult
 from retinue.loop._core import settle, waiting_agent
 from retinue.loop._marks import setting_up_agents
-from retinue.loop._signal import abort_step
 from retinue.loop._waitgraph import circle_error, wait_cycle, waiting_on, waits_firmly
 from retinue.mailbox import Ticket
 from retinue.session import TurnEndReason
@@ -169,8 +168,7 @@ def abandon_ask(
         core.cancel_marker = True
         core.cancel_reason = ended.reason
         core.mailbox.drain_steering()  # addressed to the turn that ends
-        if core.step_signal is not None:
-            abort_step(core.step_signal)
+        core.interrupt_turn()
 
 
 def _parent_cause(parent: AgentCore) -> str:

@@ -329,14 +329,21 @@ class AgentCore:
             self.cancel_marker = True
             self.cancel_reason = ended.reason
         self.discard_pending(ended)
-        if self.step_signal is not None:
-            abort_step(self.step_signal)
-        elif armed and self.turn_scope is not None:
-            # Between step windows (a continuation or turn-stop listener): no step
-            # signal is open, and a listener awaiting there would hold the turn.
-            self.turn_scope.cancel()
+        if armed:
+            self.interrupt_turn()
 
     # -- driver-facing helpers ------------------------------------------------
+
+    def interrupt_turn(self) -> None:
+        """Abort the open step window, or between windows cancel the turn's scope; never blocks.
+
+        Between windows (a continuation or turn-stop listener) no step signal is
+        open, and a listener awaiting there would otherwise hold the turn.
+        """
+        if self.step_signal is not None:
+            abort_step(self.step_signal)
+        elif self.turn_scope is not None:
+            self.turn_scope.cancel()
 
     def spend_cancel(self) -> None:
         """The armed cancel has ended its turn or start: the next one arms afresh (R7.8)."""
@@ -409,11 +416,7 @@ class AgentCore:
         self.status = "disposed"
         self.disposed_event.set()
         self.release_idle_waiters()
-        if self.step_signal is not None:
-            abort_step(self.step_signal)
-        elif self.turn_scope is not None:
-            # Between windows (continuation, turn-stop), as a cancel does.
-            self.turn_scope.cancel()
+        self.interrupt_turn()
         self.mailbox.wake()
         if not running and not self._flushing_every_event():
             # An idle agent's final flush is its flusher's (R12.9): the one in flight, if
