@@ -4,6 +4,7 @@ and what a step signal kept or misused cannot abort.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -309,6 +310,38 @@ async def test_w8_cancel_interrupts_a_slow_listener_between_steps(
         assert len(of_type(events, "tool/result")) == 1
         assert model.statistics().calls == 1
         check_session_invariants(events)
+        assert (await agent.ask("again")).reason.kind == "completed"
+
+
+async def test_w8_a_listener_failing_after_its_cancel_ends_the_turn_aborted_and_is_logged(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R7.22, R2.28: a turn-stop listener that cancels the agent, then raises: the cancel came
+    first and is the turn's end (as in every window), and the failure is logged, not lost."""
+    model = ScriptedModel([CallTools([ToolCallSpec("pause", '{"seconds": 1}')]), Reply("later")])
+    async with runtime(model, tools=[pause]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        failed = RuntimeError("turn-stop listener bug")
+
+        def cancel_then_fail(_agent: retinue.Agent, turn: int) -> None:
+            if turn == 1:
+                agent.cancel("stop first")
+                raise failed
+
+        rt.hooks.on("agent/turn-stop", cancel_then_fail, agent=agent)
+        with caplog.at_level(logging.ERROR, logger="retinue.loop"):
+            result = await agent.ask("go")
+        assert (result.reason.kind, result.reason.reason, result.error) == (
+            "aborted",
+            "stop first",
+            None,
+        )
+        logged = [r for r in caplog.records if r.name == "retinue.loop" and r.exc_info]
+        assert [r.getMessage() for r in logged] == [
+            f"agent {agent.id}: turn 1 failed while aborted (its end stays the abort)"
+        ]
+        assert logged[0].exc_info[1] is failed  # type: ignore[index]
+        check_session_invariants(agent.session.events)
         assert (await agent.ask("again")).reason.kind == "completed"
 
 

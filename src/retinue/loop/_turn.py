@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TypeAlias
 
 import trio
@@ -37,6 +38,8 @@ from ._state import NO_CALLS, TurnState
 from ._step import run_step
 
 __all__ = ["run_turn"]
+
+log = logging.getLogger("retinue.loop")
 
 _ALLOW: Allow | Block = Allow()
 _CONTINUE: Continue | Stop = Continue()
@@ -214,11 +217,14 @@ async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]
                 while await _step_iteration(core, state, scope):
                     pass
     except Exception:
-        # A failure raised while an abort unwound (a tool's cleanup, say)
-        # reaches here grouped with the Cancelled the scope caught: R7.22
-        # makes the step aborted, not an error.
+        # A failure raised while an abort unwound (a tool's cleanup, say, or a listener
+        # raising after it cancelled) reaches here, grouped with the Cancelled the scope
+        # caught or alone: R7.22 makes the step aborted, not an error. Logged, not lost.
         if not scope.cancel_called:
             raise
+        log.exception(
+            "agent %s: turn %d failed while aborted (its end stays the abort)", core.id, state.turn
+        )
     finally:
         core.turn_scope = None
     if scope.cancel_called:
