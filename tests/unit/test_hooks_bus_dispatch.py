@@ -488,6 +488,25 @@ async def test_parallel_raises_the_failure_of_the_listener_registered_first(
     assert logged == [KeyError] * 20
 
 
+async def test_a_parallel_listeners_stop_iteration_is_raised_named_as_its_failure(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.4, docs/hooks.md: the failure a parallel dispatch raises has a note naming its
+    listener, a ``StopIteration`` made into a ``RuntimeError`` too."""
+    bus = HookBus()
+
+    async def stopper(*_args: object) -> None:
+        await trio.lowlevel.checkpoint()
+        raise StopIteration
+
+    bus.on("session/flush", stopper)
+    with trio.fail_after(DEADLINE), pytest.raises(RuntimeError) as raised:
+        await bus.parallel("session/flush", "agent", "session")
+    assert raised.value.__notes__ == [
+        f"raised by a session/flush listener ({__name__}.{stopper.__qualname__})"
+    ]
+
+
 async def test_a_parallel_listener_raising_one_error_object_is_named_on_it_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -58,8 +58,9 @@ async def test_scoped_listeners_hear_only_their_agent() -> None:
 
 
 def test_listeners_takes_an_agent_as_on_takes_it() -> None:
-    """R6.5: asked for a handle's listeners, the bus answers for its agent, as ``on`` scoped
-    them: the shared listeners alone would be a wrong answer, given without a word."""
+    """R6.5: asked for a handle's listeners (a disposed one's too: a query scopes nothing), the
+    bus answers for its agent, as ``on`` scoped them: the shared listeners alone would be a
+    wrong answer, given without a word."""
     bus = HookBus()
 
     def shared(*_args: object) -> None:
@@ -73,7 +74,10 @@ def test_listeners_takes_an_agent_as_on_takes_it() -> None:
     assert bus.listeners("agent/status", Handle("a")) == [shared, own]
     assert bus.listeners("agent/status", "a") == [shared, own]
     assert bus.listeners("agent/status") == [shared]
-    with pytest.raises(TypeError):
+    gone = Handle("a")
+    gone.status = "disposed"  # type: ignore[attr-defined]
+    assert bus.listeners("agent/status", gone) == [shared, own]
+    with pytest.raises(TypeError, match=r"^scope takes an agent handle"):
         bus.listeners("agent/status", 7)
 
 

@@ -12,6 +12,7 @@ import trio
 
 from retinue._callables import check_callable
 from retinue._errors import HookError, synchronous_failure, synchronous_failure_of
+from retinue._lossless import shown_short
 
 from ._calls import (
     call,
@@ -224,15 +225,14 @@ class HookBus:
     def listeners(self, name: str, scope: object = None) -> list[Listener]:
         """The listeners *scope*'s dispatch of *name* reaches, in registration order.
 
-        *scope* is an agent or its id, as :meth:`on` takes it, or ``None`` for
+        *scope* is an agent (a handle, disposed or not) or its id, or ``None`` for
         the listeners of every agent alone.
 
         Raises:
-            ValueError: *name* is not a seam, as :meth:`has_listeners` says; or
-                *scope* is refused as :meth:`scope_of` refuses it.
+            ValueError: *name* is not a seam, as :meth:`has_listeners` says.
             TypeError: *scope* is not an agent handle, an agent id or ``None``.
         """
-        return self._reached(name, scope if type(scope) is str else self.scope_of(scope))
+        return self._reached(name, scope if type(scope) is str else _queried(scope))
 
     def _reached(self, name: str, scope: str | None) -> list[Listener]:
         """:meth:`listeners` of a scope known to be an agent's id or ``None``."""
@@ -398,6 +398,18 @@ class HookBus:
             first, *others = (failed[place] for place in sorted(failed))
             log_unraised(name, others, "another listener's failure was")
             raise first
+
+
+def _queried(scope: object) -> str | None:
+    """The agent id a query's *scope* names: a handle's id, a str's text, or ``None``."""
+    if scope is None or isinstance(scope, str):
+        return None if scope is None else str.__str__(scope)
+    agent_id = getattr(scope, "id", None)
+    if not isinstance(agent_id, str):
+        raise TypeError(
+            f"scope takes an agent handle, an agent id (a str) or None, got {shown_short(scope)}"
+        )
+    return agent_id
 
 
 def _of_agent(scope: str | None) -> str:

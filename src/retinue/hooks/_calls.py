@@ -48,13 +48,14 @@ def raise_failure(culprit: str, exc: BaseException, *, passed_on: bool = False) 
     """Raise what *culprit*'s raise of *exc* propagates as (:func:`culprit_failure`): *exc*
     again, or its failure from the failure's own cause; called where *exc* is handled.
 
-    An ``Exception`` raised again gains a note naming *culprit*, unless *culprit*
-    *passed_on* one the rest of its chain raised (from a waterfall's ``next()``).
+    What is raised gains a note naming *culprit* (the failure a ``StopIteration`` or a
+    stray cancel becomes too), unless *culprit* *passed_on* one the rest of its chain
+    raised (from a waterfall's ``next()``).
     """
     failure = culprit_failure(culprit, exc)
+    if not passed_on and isinstance(failure, Exception):
+        note_culprit(failure, f"raised by {culprit}")
     if failure is exc:
-        if not passed_on and isinstance(exc, Exception):
-            note_culprit(exc, f"raised by {culprit}")
         raise exc
     raise failure from failure.__cause__
 
