@@ -29,7 +29,6 @@ from retinue.session import (
     TurnEnd,
     TurnEndReason,
     TurnStart,
-    UserMessage,
     fold_header,
 )
 
@@ -260,10 +259,6 @@ class _Walk:
             self.output.feed(event)
         elif isinstance(data, SteeringMessage) and data.turn != self.turn:
             raise _fail(event, "R4.13", f"steering for turn {data.turn} inside turn {self.turn}")
-        elif isinstance(data, UserMessage) and self.last_step:
-            # The batch's prompts are submitted before the turn's first step (R7.11):
-            # later input reaches a running turn as steering or context.
-            raise _fail(event, "R7.11", f"user/message after step {self.last_step} opened")
         elif isinstance(data, RequestHeader | RequestHeaderDelta):
             self._header(event, data)
 
