@@ -2,9 +2,9 @@
 
 Each turn is one step asking for 2 parallel tool calls and one step answering
 in 20 chunks. Prints one JSON line per N and then one line comparing the
-per-step cost at turn 500 of one session with turn 1 (medians over the first
+per-step cost at turn 500 of a session with turn 1 (medians over the first
 and the last ``window`` turns, once a throwaway session has warmed the
-process). Each line names the GC threshold it ran with (``gc_threshold0``).
+process; the median ratio of five sessions). Each line names the GC threshold it ran with (``gc_threshold0``).
 Each N's line gives:
 
 * ``steps_per_s`` and ``cpu_us_per_step``: wall and CPU time of the turns
@@ -252,26 +252,39 @@ async def _session_costs(turns: int) -> list[float]:
     return costs
 
 
-async def _long_session(turns: int, window: int) -> tuple[float, float]:
-    # A throwaway session first: the measured one's first window would otherwise carry
-    # the process's warm-up (code and caches built on first use), which makes it dear and
-    # the ratio of the last window to it low, hiding growth.
+async def _long_sessions(turns: int, window: int, repeats: int) -> list[tuple[float, float]]:
+    # A throwaway session first: the measured ones' first windows would otherwise carry
+    # the process's warm-up (code and caches built on first use), which makes them dear
+    # and the ratio of the last window to them low, hiding growth.
     await _session_costs(window)
-    costs = await _session_costs(turns)
-    return statistics.median(costs[:window]), statistics.median(costs[-window:])
+    windows = []
+    for _ in range(repeats):
+        costs = await _session_costs(turns)
+        windows.append((statistics.median(costs[:window]), statistics.median(costs[-window:])))
+    return windows
 
 
-def measure_growth(turns: int = 500, window: int = 50) -> dict[str, object]:
-    """Median per-step CPU over the first and the last *window* turns of one session."""
-    first, last = trio.run(_long_session, turns, window)
+def measure_growth(turns: int = 500, window: int = 50, repeats: int = 5) -> dict[str, object]:
+    """Median per-step CPU over the first and the last *window* turns of a session, for
+    *repeats* sessions one after another: one session's ratio moves by a tenth or more
+    with this machine's noise, so the figure is the median of their ratios."""
+    windows = trio.run(_long_sessions, turns, window, repeats)
+    ratios = [last / first for first, last in windows]
     return {
         "benchmark": "overhead-growth",
         "turns": turns,
         "window": window,
-        "cpu_us_per_step_first": round(first / STEPS_PER_TURN * 1e6, 1),
-        "cpu_us_per_step_last": round(last / STEPS_PER_TURN * 1e6, 1),
-        "ratio_last_to_first": round(last / first, 2),
+        "sessions": repeats,
+        "cpu_us_per_step_first": _turn_median_per_step([first for first, _ in windows]),
+        "cpu_us_per_step_last": _turn_median_per_step([last for _, last in windows]),
+        "ratio_last_to_first": round(statistics.median(ratios), 2),
+        "ratios_last_to_first": [round(ratio, 2) for ratio in ratios],
     }
+
+
+def _turn_median_per_step(turn_costs: list[float]) -> float:
+    """The median of CPU seconds per turn, in µs per step."""
+    return round(statistics.median(turn_costs) / STEPS_PER_TURN * 1e6, 1)
 
 
 def _repeats(agents: int) -> int:

@@ -88,6 +88,7 @@ def test_overhead_growth_line_names_its_window_and_gc_threshold(
     assert line["benchmark"] == "overhead-growth"
     assert line["gc_threshold0"] == 1234
     assert line["window"] == 50
+    assert len(line["ratios_last_to_first"]) == line["sessions"] == 5
 
 
 @pytest.mark.usefixtures("gc_thresholds")
