@@ -37,6 +37,11 @@ def _new_batch(session: Session) -> AppendBatch:
     return AppendBatch(session.id, 0, tuple(session.events), header=session.header)
 
 
+def _bytes_under(root: Path) -> int:
+    """How many bytes the files under *root* hold."""
+    return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
+
+
 def _files(root: Path) -> list[str]:
     """Every file under *root*, temporaries and creation markers included."""
     return sorted(path.name for path in root.rglob("*") if path.is_file())
@@ -93,9 +98,9 @@ def test_jsonl_claimed_sessions_first_written_with_one_descriptor_left_are_store
 async def test_jsonl_a_claimed_first_write_retried_after_a_failed_sync_stores_only_the_retry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R11.3, R11.5: a claimed session's first write whose group failed to sync leaves what it
-    wrote in the claim's file; the claim is kept, and the retry stores its header and events
-    once, not after the failed attempt's."""
+    """R11.3, R11.5: a claimed session's first write whose group failed to sync is emptied out
+    of the claim's file; the claim is kept, and the retry stores its header and events once,
+    not after the failed attempt's."""
     with trio.fail_after(REAL_DEADLINE):
         async with JSONLStore(tmp_path) as first, JSONLStore(tmp_path) as second:
             await first.claim_new("s")
@@ -104,6 +109,9 @@ async def test_jsonl_a_claimed_first_write_retried_after_a_failed_sync_stores_on
                 patch.setattr(JSONLBackend, "_sync", _failing_sync)
                 with pytest.raises(StoreError):
                     await first.flush(session)
+            # A failed group's bytes hold no disk space until the retry: on a full disk they
+            # would keep every other session's append failing.
+            assert _bytes_under(tmp_path) == 0
             assert await refusal(lambda: second.claim_new("s")) == DUPLICATE
             run_turn(session, "again")
             await first.flush(session)
@@ -147,6 +155,35 @@ async def test_jsonl_a_claimed_file_a_failed_group_could_not_take_out_keeps_the_
             assert await refusal(lambda: second.claim_new("s")) == DUPLICATE
             await first.detach(session)
             assert lines((await second.load("s")).events) == lines(session.events)
+    assert _files(tmp_path) == ["s.jsonl"]
+
+
+def test_jsonl_an_id_released_after_its_file_could_not_be_taken_out_is_claimed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12.2: a claimed first write whose group failed and whose linked-in file could not be
+    removed keeps the file held; a later claim of the id by the same writer takes that file
+    out and claims it, where it was refused as stored by another writer."""
+    backend = JSONLBackend(tmp_path)
+    backend.open()
+    session = session_of("s", 1)
+    backend.claim_new("s")
+    real_unlink = os.unlink
+
+    def unlink(path: str | Path, **kwargs: object) -> None:
+        if str(path).endswith("s.jsonl"):
+            raise OSError(errno.EIO, "Input/output error")
+        real_unlink(path, **kwargs)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(JSONLBackend, "_sync_directories", _failing_sync)
+        patch.setattr(os, "unlink", unlink)
+        with pytest.raises(OSError, match="Input/output error"):
+            backend.write([_new_batch(session)])
+    backend.release("s")
+    backend.claim_new("s")
+    assert backend.write([_new_batch(session)]) == [None]
+    backend.close()
     assert _files(tmp_path) == ["s.jsonl"]
 
 

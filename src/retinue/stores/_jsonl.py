@@ -361,6 +361,10 @@ class JSONLBackend(SessionFileDeletes, SessionFileCreations):
         file in, or :meth:`release`; ``SESSION_ALREADY_EXISTS`` if it is stored or being created."""
         with self._lock:
             self._check_open()
+            # A file a failed creation of the id left (held, as it could not be removed) is
+            # taken out first, its claim given back: else this writer's own leftover would
+            # read as the id stored by another.
+            self._remove_left(session_id)
             claim_new_id(
                 session_id,
                 lambda: self._creating.take(session_id),

@@ -180,6 +180,8 @@ def discard(new: NewFile) -> None:
     with contextlib.suppress(OSError):
         new.unmark()
     if new.borrowed:
+        with contextlib.suppress(OSError):
+            os.ftruncate(new.fd, 0)  # a failed group's bytes: no disk space held for them
         new.fd = -1
     if new.fd >= 0:
         with contextlib.suppress(OSError):
