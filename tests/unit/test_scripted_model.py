@@ -383,6 +383,20 @@ async def test_scripted_model_tool_loop_answers_when_context_follows_the_results
     assert assembled(chunks).message().content == (Text("done"),)
 
 
+async def test_scripted_model_tool_loop_takes_a_prompt_opening_like_context_for_a_prompt() -> None:
+    """A prompt after results is new input even when its text opens as context's envelope does:
+    an envelope is told by its closing block too."""
+    model = ScriptedModel.tool_loop(["t"], calls_per_step=1)
+    history = (
+        Message("user", (Text("go"),)),
+        Message("assistant", (ToolCall("c", "t", "{}"),)),
+        Message("user", (ToolResultBlock("c", (Text("ok"),)),)),
+        Message("user", (Text('<context source="user"> what is the weather?'),)),
+    )
+    chunks = await play(model, request("m", *history))
+    assert [type(block) for block in assembled(chunks).message().content] == [ToolCall]
+
+
 async def test_scripted_model_tool_loop_calls_tools_again_after_a_new_prompt() -> None:
     """Results before the last assistant message belong to an earlier round: a new prompt calls."""
     model = ScriptedModel.tool_loop(["t"], calls_per_step=1)

@@ -73,10 +73,18 @@ def _results_since_last_reply(messages: Sequence[Message]) -> bool:
     return False
 
 
-_ENVELOPES = ("<context source=", "<steering source=")
+_ENVELOPES = {"<context source=": "</context>", "<steering source=": "</steering>"}
 
 
 def _is_envelope(content: Sequence[ContentBlock]) -> bool:
-    """Whether *content* is context or steering as the history shows it (R5.2), not a prompt."""
-    first = content[0] if content else None
-    return type(first) is Text and first.text.startswith(_ENVELOPES)
+    """Whether *content* is context or steering as the history wraps it (R5.2), not a prompt:
+    its first block opens the envelope and its last closes it."""
+    if len(content) < 2:
+        return False
+    first, last = content[0], content[-1]
+    if type(first) is not Text or type(last) is not Text:
+        return False
+    return any(
+        first.text.startswith(opening) and last.text == closing
+        for opening, closing in _ENVELOPES.items()
+    )
