@@ -202,6 +202,20 @@ async def test_w7_dispose_right_after_a_cancel_during_tools_ends_disposed(
     check_session_invariants(events)
 
 
+def slow_first_time(seam: str, entered: trio.Event) -> Any:
+    """A listener of *seam* (``agent/turn-continuation`` or ``agent/turn-stop``) that sets
+    *entered* and sleeps 1000 s the first time it is called, and answers at once after."""
+
+    async def slow(*args: object) -> Any:
+        if not entered.is_set():
+            entered.set()
+            await trio.sleep(1000)
+        proceed = args[-1]
+        return await proceed() if seam == "agent/turn-continuation" else None  # type: ignore[operator]
+
+    return slow
+
+
 @pytest.mark.parametrize(
     "where", ["step/end observer", "continuation listener", "turn-stop listener"]
 )
@@ -255,14 +269,7 @@ async def test_w8_dispose_interrupts_a_slow_listener_between_steps(
     async with runtime(model, tools=[pause]) as rt, trio.open_nursery() as nursery:
         agent = await rt.create_agent("a", OPTIONS)
         entered = trio.Event()
-
-        async def slow(*args: object) -> Any:
-            entered.set()
-            await trio.sleep(1000)
-            proceed = args[-1]
-            return await proceed() if seam == "agent/turn-continuation" else None  # type: ignore[operator]
-
-        rt.hooks.on(seam, slow, agent=agent)  # type: ignore[call-overload]
+        rt.hooks.on(seam, slow_first_time(seam, entered), agent=agent)  # type: ignore[call-overload]
         agent.send("go")
         await entered.wait()
         started = trio.current_time()
@@ -289,15 +296,7 @@ async def test_w8_cancel_interrupts_a_slow_listener_between_steps(
     async with runtime(model, tools=[pause]) as rt:
         agent = await rt.create_agent("a", OPTIONS)
         entered = trio.Event()
-
-        async def slow(*args: object) -> Any:
-            if not entered.is_set():  # the first turn's only
-                entered.set()
-                await trio.sleep(1000)
-            proceed = args[-1]
-            return await proceed() if seam == "agent/turn-continuation" else None  # type: ignore[operator]
-
-        rt.hooks.on(seam, slow, agent=agent)  # type: ignore[call-overload]
+        rt.hooks.on(seam, slow_first_time(seam, entered), agent=agent)  # type: ignore[call-overload]
         agent.send("go")
         await entered.wait()
         started = trio.current_time()

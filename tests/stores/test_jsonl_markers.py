@@ -8,7 +8,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import resource
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from retinue.stores._backend import AppendBatch
 from retinue.stores._jsonl import JSONLBackend, session_path
 from retinue.testing import Reply, ScriptedModel
 from tests.helpers import OPTIONS
-from tests.stores._jsonl_files_kit import session_of
+from tests.stores._jsonl_files_kit import descriptors_filled, session_of
 from tests.stores._kit import REAL_DEADLINE, attach_undrained, lines, run_turn
 
 MARKERS = ".creating"
@@ -138,24 +137,6 @@ async def test_jsonl_a_dot_directory_in_the_root_is_no_bucket(tmp_path: Path) ->
     assert session_path(tmp_path, session.header).exists()
 
 
-@contextlib.contextmanager
-def _out_of_descriptors() -> Iterator[None]:
-    """Fill the descriptor table up to a lowered limit, restored (and emptied) after."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    highest = max(int(name) for name in os.listdir("/proc/self/fd"))
-    held: list[int] = []
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(highest + 32, soft), hard))
-    try:
-        with contextlib.suppress(OSError):
-            while True:
-                held.append(os.open(os.devnull, os.O_RDONLY))
-        yield
-    finally:
-        for fd in held:
-            os.close(fd)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-
 def test_jsonl_a_lookup_out_of_descriptors_says_to_raise_the_limit(tmp_path: Path) -> None:
     """Reading the root's listing to look an id up is an open as any other: out of
     descriptors, it is the session's STORAGE_ERROR saying to raise the limit, not a bare errno."""
@@ -165,7 +146,7 @@ def test_jsonl_a_lookup_out_of_descriptors_says_to_raise_the_limit(tmp_path: Pat
         assert backend.write([_new_batch(session_of("s", 1))]) == [None]
         backend.release("s")
         for lookup in (lambda: backend.contains("s"), lambda: backend.read("s")):
-            with _out_of_descriptors(), pytest.raises(StoreError) as failed:
+            with descriptors_filled(), pytest.raises(StoreError) as failed:
                 lookup()
             assert failed.value.code == "STORAGE_ERROR"
             assert "ran out of open files" in failed.value.message
