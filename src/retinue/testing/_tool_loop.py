@@ -63,13 +63,17 @@ def _results_since_last_reply(messages: Sequence[Message]) -> bool:
     stops at the assistant message: this runs once per model call, and earlier
     rounds do not matter.
     """
-    # A MessageHistory walks itself backwards without indexing the view.
+    # Plain loops, not any() over a generator: this runs once per model call, and the
+    # benchmarks count it. A MessageHistory walks itself backwards without indexing the view.
     for message in reversed(messages):
         if message.role == "assistant":
             return False
         content = message.content
+        for block in content:
+            if isinstance(block, ToolResultBlock):
+                return True
         if not _is_envelope(content):
-            return any(isinstance(block, ToolResultBlock) for block in content)
+            return False  # a prompt: new input since the results
     return False
 
 
