@@ -95,6 +95,10 @@ def test_a_bus_given_bus_of_refuses_a_handle_whose_agent_dispatches_elsewhere() 
     for agent in (Handle("ours"), Handle("unknown"), "theirs"):
         bus.on("agent/status", lambda *_: None, agent=agent)
     assert all(bus.hears("agent/status", scope) for scope in ("ours", "unknown", "theirs"))
+    # Asked of the listeners, the bus refuses it as on() does: its answer would be another's.
+    with pytest.raises(ValueError, match=r"^agent 'theirs' belongs to another runtime$"):
+        bus.listeners("agent/status", Handle("theirs"))
+    assert len(bus.listeners("agent/status", Handle("ours"))) == 1
 
 
 def test_unregister_during_dispatch_affects_only_later_dispatches() -> None:

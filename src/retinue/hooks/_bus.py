@@ -229,10 +229,26 @@ class HookBus:
         the listeners of every agent alone.
 
         Raises:
-            ValueError: *name* is not a seam, as :meth:`has_listeners` says.
+            ValueError: *name* is not a seam, as :meth:`has_listeners` says; or
+                *scope* is a handle of another runtime's agent, as :meth:`on` refuses it.
             TypeError: *scope* is not an agent handle, an agent id or ``None``.
         """
-        return self._reached(name, scope if type(scope) is str else _queried(scope))
+        return self._reached(name, scope if type(scope) is str else self._queried(scope))
+
+    def _queried(self, scope: object) -> str | None:
+        """The agent id a query's *scope* names: a handle's id, a str's text, or ``None``."""
+        if scope is None or isinstance(scope, str):
+            return None if scope is None else str.__str__(scope)
+        agent_id = getattr(scope, "id", None)
+        if not isinstance(agent_id, str):
+            raise TypeError(
+                f"scope takes an agent handle, an agent id (a str) or None, got {shown_short(scope)}"
+            )
+        bus = None if self._bus_of is None else self._bus_of(scope)
+        if bus is not None and bus is not self:
+            # Answered by its id here, the answer would be about another agent.
+            raise ValueError(f"agent {agent_id!r} belongs to another runtime")
+        return agent_id
 
     def _reached(self, name: str, scope: str | None) -> list[Listener]:
         """:meth:`listeners` of a scope known to be an agent's id or ``None``."""
@@ -398,18 +414,6 @@ class HookBus:
             first, *others = (failed[place] for place in sorted(failed))
             log_unraised(name, others, "another listener's failure was")
             raise first
-
-
-def _queried(scope: object) -> str | None:
-    """The agent id a query's *scope* names: a handle's id, a str's text, or ``None``."""
-    if scope is None or isinstance(scope, str):
-        return None if scope is None else str.__str__(scope)
-    agent_id = getattr(scope, "id", None)
-    if not isinstance(agent_id, str):
-        raise TypeError(
-            f"scope takes an agent handle, an agent id (a str) or None, got {shown_short(scope)}"
-        )
-    return agent_id
 
 
 def _of_agent(scope: str | None) -> str:

@@ -217,9 +217,9 @@ async def _turn_body(core: AgentCore, state: TurnState, items: list[MailboxItem]
                 while await _step_iteration(core, state, scope):
                     pass
     except Exception:
-        # A failure raised while an abort unwound (a tool's cleanup, say, or a listener
-        # raising after it cancelled) reaches here, grouped with the Cancelled the scope
-        # caught or alone: R7.22 makes the step aborted, not an error. Logged, not lost.
+        # A failure raised while an abort unwound (a listener raising after it cancelled,
+        # say; a tool's own failure is its result) reaches here, grouped with the Cancelled
+        # the scope caught or alone: R7.22 makes the step aborted, not an error. Logged.
         if not scope.cancel_called:
             raise
         log.exception(
