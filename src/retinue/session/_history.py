@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 import attrs
 
@@ -21,7 +22,7 @@ from ._events import (
     UserMessage,
 )
 
-__all__ = ["Surface", "project"]
+__all__ = ["Surface", "is_envelope", "project"]
 
 
 # A surrogate left alone in a str: its pairs are joined when the source is built (R1.6).
@@ -44,6 +45,23 @@ def _quoted(kind: str) -> str:
 def _envelope(tag: str, kind: str, content: tuple[ContentBlock, ...]) -> Message:
     opening = Text(f"<{tag} source={_quoted(kind)}>")
     return Message("user", (opening, *content, Text(f"</{tag}>")))
+
+
+# The opening's start and the closing of each envelope _envelope makes.
+_ENVELOPES = tuple((f"<{tag} source=", f"</{tag}>") for tag in ("context", "steering"))
+
+
+def is_envelope(content: Sequence[ContentBlock]) -> bool:
+    """Whether *content* is context or steering as :func:`project` wraps it (R5.2): its
+    first block opens the envelope and its last closes it."""
+    if len(content) < 2:
+        return False
+    first, last = content[0], content[-1]
+    if type(first) is not Text or type(last) is not Text:
+        return False
+    return any(
+        first.text.startswith(opening) and last.text == closing for opening, closing in _ENVELOPES
+    )
 
 
 def project(event: Event) -> Message | None:

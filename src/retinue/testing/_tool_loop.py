@@ -7,9 +7,10 @@ from typing import final
 
 import attrs
 
-from retinue._content import ContentBlock, Message, Text, ToolResultBlock
+from retinue._content import Message, ToolResultBlock
 from retinue._lossless import shown_short
 from retinue._request import ModelRequest
+from retinue.session._history import is_envelope
 from retinue.testing._steps import CallTools, Reply, Step
 
 __all__ = ["ToolLoop", "tool_names_of"]
@@ -72,23 +73,6 @@ def _results_since_last_reply(messages: Sequence[Message]) -> bool:
         for block in content:
             if isinstance(block, ToolResultBlock):
                 return True
-        if not _is_envelope(content):
+        if not is_envelope(content):
             return False  # a prompt: new input since the results
     return False
-
-
-_ENVELOPES = {"<context source=": "</context>", "<steering source=": "</steering>"}
-
-
-def _is_envelope(content: Sequence[ContentBlock]) -> bool:
-    """Whether *content* is context or steering as the history wraps it (R5.2), not a prompt:
-    its first block opens the envelope and its last closes it."""
-    if len(content) < 2:
-        return False
-    first, last = content[0], content[-1]
-    if type(first) is not Text or type(last) is not Text:
-        return False
-    return any(
-        first.text.startswith(opening) and last.text == closing
-        for opening, closing in _ENVELOPES.items()
-    )
