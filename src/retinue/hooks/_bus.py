@@ -12,7 +12,6 @@ import trio
 
 from retinue._callables import check_callable
 from retinue._errors import HookError, synchronous_failure, synchronous_failure_of
-from retinue._lossless import shown_short
 
 from ._calls import (
     call,
@@ -118,15 +117,13 @@ class HookBus:
                 or *agent* is the empty string, which no agent's id is.
             AgentDisposedError: *agent* is a disposed handle.
         """
-        bus_of = self._bus_of
-        if bus_of is None:
-            return agent_scope(agent)
+        return agent_scope(agent, None if self._bus_of is None else self._elsewhere)
 
-        def elsewhere(handle: object) -> bool:
-            bus = bus_of(handle)
-            return bus is not None and bus is not self
-
-        return agent_scope(agent, elsewhere)
+    def _elsewhere(self, handle: object) -> bool:
+        """Whether *handle*'s agent dispatches on another bus (another runtime's)."""
+        assert self._bus_of is not None
+        bus = self._bus_of(handle)
+        return bus is not None and bus is not self
 
     def _forget_scope(self, scope: str, name: str) -> None:
         names = self._scopes.get(scope)
@@ -233,22 +230,10 @@ class HookBus:
                 *scope* is a handle of another runtime's agent, as :meth:`on` refuses it.
             TypeError: *scope* is not an agent handle, an agent id or ``None``.
         """
-        return self._reached(name, scope if type(scope) is str else self._queried(scope))
-
-    def _queried(self, scope: object) -> str | None:
-        """The agent id a query's *scope* names: a handle's id, a str's text, or ``None``."""
-        if scope is None or isinstance(scope, str):
-            return None if scope is None else str.__str__(scope)
-        agent_id = getattr(scope, "id", None)
-        if not isinstance(agent_id, str):
-            raise TypeError(
-                f"scope takes an agent handle, an agent id (a str) or None, got {shown_short(scope)}"
-            )
-        bus = None if self._bus_of is None else self._bus_of(scope)
-        if bus is not None and bus is not self:
-            # Answered by its id here, the answer would be about another agent.
-            raise ValueError(f"agent {agent_id!r} belongs to another runtime")
-        return agent_id
+        if type(scope) is not str:
+            foreign = None if self._bus_of is None else self._elsewhere
+            scope = agent_scope(scope, foreign, argument="scope", query=True)
+        return self._reached(name, scope)
 
     def _reached(self, name: str, scope: str | None) -> list[Listener]:
         """:meth:`listeners` of a scope known to be an agent's id or ``None``."""

@@ -78,7 +78,13 @@ class Seam:
         return bool(self.shared or self.scoped)
 
 
-def agent_scope(agent: object, foreign: Callable[[object], bool] | None = None) -> str | None:
+def agent_scope(
+    agent: object,
+    foreign: Callable[[object], bool] | None = None,
+    *,
+    argument: str = "agent=",
+    query: bool = False,
+) -> str | None:
     """The scope an ``agent=`` argument names: ``None``, an agent id, or a handle's id.
 
     *foreign* tells a handle of an agent dispatched elsewhere (another runtime's),
@@ -86,7 +92,9 @@ def agent_scope(agent: object, foreign: Callable[[object], bool] | None = None) 
     it, would hear an agent of the same id here instead, and would outlive its
     teardown. An id is taken as it is: it names an agent wherever it is used.
     The empty string is refused: no agent has it (R11.12), so nothing scoped to
-    it would ever be heard.
+    it would ever be heard. A *query* (of the listeners scoped, say) registers
+    nothing: it takes the empty string and a disposed handle. Errors name the
+    caller's *argument*.
 
     Raises:
         TypeError: *agent* is none of those.
@@ -98,14 +106,16 @@ def agent_scope(agent: object, foreign: Callable[[object], bool] | None = None) 
     if agent is None:
         return None
     if isinstance(agent, str):
-        if not agent:
-            raise ValueError("agent= '' names no agent: an agent id is never empty")
+        if not agent and not query:
+            raise ValueError(f"{argument} '' names no agent: an agent id is never empty")
         return agent
     agent_id = getattr(agent, "id", None)
     if not isinstance(agent_id, str):
-        raise TypeError(f"agent= takes an agent handle, an agent id (a str) or None, got {agent!r}")
+        raise TypeError(
+            f"{argument} takes an agent handle, an agent id (a str) or None, got {agent!r}"
+        )
     if foreign is not None and foreign(agent):
         raise ValueError(f"agent {agent_id!r} belongs to another runtime")
-    if getattr(agent, "status", None) == "disposed":
+    if not query and getattr(agent, "status", None) == "disposed":
         raise AgentDisposedError(f"agent {agent_id!r} is disposed: nothing can be scoped to it")
     return agent_id
