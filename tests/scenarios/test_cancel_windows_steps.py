@@ -202,9 +202,11 @@ async def test_w7_dispose_right_after_a_cancel_during_tools_ends_disposed(
     check_session_invariants(events)
 
 
-def slow_first_time(seam: str, entered: trio.Event) -> Any:
-    """A listener of *seam* (``agent/turn-continuation`` or ``agent/turn-stop``) that sets
-    *entered* and sleeps 1000 s the first time it is called, and answers at once after."""
+async def parked_between_steps(rt: retinue.Runtime, seam: str) -> retinue.Agent:
+    """A new agent whose first turn waits in a listener of *seam* (``agent/turn-continuation``
+    or ``agent/turn-stop``), sleeping 1000 s after its first step; later calls answer at once."""
+    agent = await rt.create_agent("a", OPTIONS)
+    entered = trio.Event()
 
     async def slow(*args: object) -> Any:
         if not entered.is_set():
@@ -213,7 +215,10 @@ def slow_first_time(seam: str, entered: trio.Event) -> Any:
         proceed = args[-1]
         return await proceed() if seam == "agent/turn-continuation" else None  # type: ignore[operator]
 
-    return slow
+    rt.hooks.on(seam, slow, agent=agent)  # type: ignore[call-overload]
+    agent.send("go")
+    await entered.wait()
+    return agent
 
 
 @pytest.mark.parametrize(
@@ -267,11 +272,7 @@ async def test_w8_dispose_interrupts_a_slow_listener_between_steps(
     """
     model = ScriptedModel([CallTools([ToolCallSpec("pause", '{"seconds": 1}')]), Reply("never")])
     async with runtime(model, tools=[pause]) as rt, trio.open_nursery() as nursery:
-        agent = await rt.create_agent("a", OPTIONS)
-        entered = trio.Event()
-        rt.hooks.on(seam, slow_first_time(seam, entered), agent=agent)  # type: ignore[call-overload]
-        agent.send("go")
-        await entered.wait()
+        agent = await parked_between_steps(rt, seam)
         started = trio.current_time()
         nursery.start_soon(agent.dispose)
         events = await idle_events(agent)
@@ -294,11 +295,7 @@ async def test_w8_cancel_interrupts_a_slow_listener_between_steps(
     """
     model = ScriptedModel([CallTools([ToolCallSpec("pause", '{"seconds": 1}')]), Reply("never")])
     async with runtime(model, tools=[pause]) as rt:
-        agent = await rt.create_agent("a", OPTIONS)
-        entered = trio.Event()
-        rt.hooks.on(seam, slow_first_time(seam, entered), agent=agent)  # type: ignore[call-overload]
-        agent.send("go")
-        await entered.wait()
+        agent = await parked_between_steps(rt, seam)
         started = trio.current_time()
         agent.cancel("stop now")
         events = await idle_events(agent)
