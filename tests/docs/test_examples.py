@@ -24,6 +24,7 @@ import trio
 import trio.testing
 
 import retinue
+from retinue.testing import Reply, ScriptedModel
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = (
@@ -228,3 +229,24 @@ def test_a_configuration_example_loads(where: str, text: str, prose: str, tmp_pa
     path.write_text(text, encoding="utf-8")
     config = retinue.load_config(path)
     assert config.agents, where
+
+
+@pytest.mark.parametrize(("where", "text", "prose"), _examples("toml"), ids=_ids(_examples("toml")))
+async def test_each_configured_agent_with_a_model_answers(
+    where: str, text: str, prose: str, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """An agent the example configures with a model completes a turn: its settings (a
+    system prompt's variables among them) are ones a turn can run with (R13.2)."""
+    path = tmp_path / "retinue.toml"
+    path.write_text(text, encoding="utf-8")
+    config = retinue.load_config(path)
+    with_model = [entry for entry in config.agents if entry.model is not None]
+    assert with_model, where
+    model = ScriptedModel([Reply("done") for _ in with_model])
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with retinue.open_runtime(models=model, config=config) as rt:
+            agents = [agent for agent in rt.agents if agent.options.model is not None]
+            assert len(agents) == len(with_model), where
+            for agent in agents:
+                result = await agent.ask("hello")
+                assert result.reason.kind == "completed", (where, agent.id, result.reason)
