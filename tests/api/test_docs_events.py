@@ -40,6 +40,15 @@ def test_each_class_has_its_row_with_its_tag_and_every_field(kind: type) -> None
         assert f"`{name}`" in fields, f"{kind.__name__}.{name} is not in its row"
 
 
+@pytest.mark.parametrize("kind", EVENT_CLASSES + CHUNK_CLASSES, ids=lambda kind: kind.__name__)
+def test_each_row_lists_the_fields_in_their_order(kind: type) -> None:
+    """In the order a positional call takes them: ``ToolCallDelta(index, id, arguments_delta)``
+    written from the page must not swap two of them."""
+    _tag, fields = _ROWS[kind.__name__]
+    places = [fields.find(f"`{name}`") for name in _field_names(kind)]
+    assert places == sorted(places), f"{kind.__name__}: {fields}"
+
+
 def test_every_class_the_page_names_is_public() -> None:
     """The page names only classes a user can import from where it says."""
     for name in _ROWS:
