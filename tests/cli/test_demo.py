@@ -260,3 +260,68 @@ def test_demo_live_table_shows_its_agents_when_lines_is_zero(
     out = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", capsys.readouterr().out)
     assert re.search(r"│ agent-02 +│ idle +│ 1 ", out)
     assert "3 more" not in out
+
+
+def _script(directory: Path) -> Path:
+    directory.mkdir()
+    script = directory / "retinue"
+    script.write_text("#!/bin/sh\n", encoding="utf-8")
+    script.chmod(0o755)
+    return script
+
+
+def test_demo_hint_names_the_program_as_it_was_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After ``.venv/bin/retinue demo`` in a venv never activated, a bare ``retinue`` is not
+    found: the hint's command runs retinue as the demo was run, by its path, or by the
+    interpreter for ``python -m retinue``; ``retinue`` when that name finds this program."""
+    venv = _script(tmp_path / "venv bin")
+    other = _script(tmp_path / "other")
+    python = "/opt/py thon/bin/python3"
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    assert _demo_hint.invoked_as(str(venv), python) == f"'{venv}'"
+    monkeypatch.setenv("PATH", str(other.parent))
+    assert _demo_hint.invoked_as(str(venv), python) == f"'{venv}'"
+    monkeypatch.setenv("PATH", str(venv.parent))
+    assert _demo_hint.invoked_as(str(venv), python) == "retinue"
+    main_module = str(Path(_demo_hint.__file__).parent.parent / "__main__.py")
+    assert _demo_hint.invoked_as(main_module, python) == f"'{python}' -m retinue"
+    assert _demo_hint.invoked_as("/usr/lib/python3/pytest", python) == "retinue"
+    hint = _demo_hint.closing_hint("sqlite:s.db", program=_demo_hint.invoked_as(str(venv), python))
+    assert hint == "sessions stored in sqlite:s.db: try `retinue sessions list --store sqlite:s.db`"
+
+
+def test_demo_run_by_a_path_outside_the_path_hints_that_path(tmp_path: Path) -> None:
+    """The README's ``.venv/bin/retinue demo``, run for real: its last line's command is
+    ``.venv/bin/retinue sessions list ...``, which runs from where the demo ran."""
+    script = Path(sys.executable).parent / "retinue"
+    if not script.exists():
+        pytest.skip("retinue is not installed as a console script beside this Python")
+    env = {**os.environ, "PATH": str(tmp_path / "none")}
+    argv = ["demo", "--no-live", "--provider", "scripted", "--latency", "0", "--agents", "1"]
+    store = ["--store", "sqlite:s.db", "--turns", "1"]
+    done = subprocess.run(
+        [str(script), *argv, *store],
+        check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.decode().splitlines()[-1]
+    assert (
+        last == f"sessions stored in sqlite:s.db: try `{script} sessions list --store sqlite:s.db`"
+    )
+    listed = subprocess.run(
+        [str(script), "sessions", "list", "--store", "sqlite:s.db"],
+        check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    [(session_id, *_)] = [line.split() for line in listed.stdout.decode().splitlines()]
+    assert session_id.startswith("agent-00-session-")

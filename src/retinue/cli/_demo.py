@@ -18,7 +18,7 @@ import retinue
 from retinue._errors import is_interrupt, leaf_error
 
 from ._demo_board import Board, DemoConsole, ReaderGoneError, show, summarize
-from ._demo_hint import closing_hint
+from ._demo_hint import closing_hint, invoked_as
 from ._demo_models import lookup_weather, open_model, write_note
 from ._demo_options import DEFAULT_LATENCY, add_options, base_url_variable_problem, unused_option
 from ._descriptors import make_room
@@ -213,7 +213,11 @@ def _closing_hint(args: argparse.Namespace, console: DemoConsole) -> None:
         return
     # The path is the user's, not markup or emoji codes.
     console.print(
-        closing_hint(args.store, encoding=console.encoding),
+        closing_hint(
+            args.store,
+            encoding=console.encoding,
+            program=invoked_as(sys.argv[0], sys.executable, encoding=console.encoding),
+        ),
         markup=False,
         emoji=False,  # ":notes" is a store name, not an emoji code
         highlight=False,

@@ -2,24 +2,51 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import string
 import unicodedata
 
 from ._output import printable
 
-__all__ = ["closing_hint", "shell_word", "without_password"]
+__all__ = ["closing_hint", "invoked_as", "shell_word", "without_password"]
 
 
-def closing_hint(spec: str, *, encoding: str = "utf-8") -> str:
+def closing_hint(spec: str, *, encoding: str = "utf-8", program: str = "retinue") -> str:
     """The line naming the store *spec* and the command that lists its sessions, for an
-    output of *encoding*."""
+    output of *encoding*, run as *program* (see :func:`invoked_as`)."""
     # The command stays on one line to paste into a shell, even piped, quoted when the
     # path has spaces or glob characters, and given as its bytes when it holds a
     # control character, is no UTF-8, or has a character the output cannot show.
     store = without_password(spec)
-    command = f"retinue sessions list --store {shell_word(store, encoding=encoding)}"
+    command = f"{program} sessions list --store {shell_word(store, encoding=encoding)}"
     return f"sessions stored in {printable(store)}: try `{command}`"
+
+
+def invoked_as(argv0: str, executable: str, *, encoding: str = "utf-8") -> str:
+    """The words that run retinue again from here, as this process was started.
+
+    A console script outside the ``PATH`` (``.venv/bin/retinue demo`` in a
+    venv never activated) is named by the path it was run by, which a bare
+    ``retinue`` would not find; ``python -m retinue`` by the interpreter that
+    ran it; else (on the ``PATH``, or called from code) ``retinue``.
+    """
+    name = os.path.basename(argv0)
+    if name == "retinue" and os.sep in argv0:
+        on_path = shutil.which("retinue")
+        if on_path is None or not _same_file(on_path, argv0):
+            return shell_word(argv0, encoding=encoding)
+    elif name == "__main__.py" and os.path.basename(os.path.dirname(argv0)) == "retinue":
+        return f"{shell_word(executable, encoding=encoding)} -m retinue"
+    return "retinue"
+
+
+def _same_file(first: str, second: str) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False
 
 
 def shell_word(text: str, *, encoding: str = "utf-8") -> str:
