@@ -261,7 +261,7 @@ async def test_jsonl_a_last_line_whole_but_not_the_next_event_takes_no_append(
     assert refusal.code == "SEQ_CONFLICT"
     assert refusal.message == (
         f"{where} is a record written whole that is not event {committed}'s, or that this "
-        "version cannot read: nothing is appended after it, and a load refuses it (R11.8)"
+        "version cannot read: nothing is appended after it, and a load refuses it"
     )
     assert path.read_bytes() == edited
     await _load_refuses_the_copy(tmp_path, path, committed)

@@ -209,11 +209,11 @@ def after_torn_line(session_id: str, handle: SessionFile) -> StoreError:
     if whole:
         return StoreError(
             f"{where} is a record written whole that is not event {handle.count}'s, or that "
-            "this version cannot read: nothing is appended after it, and a load refuses it (R11.8)",
+            "this version cannot read: nothing is appended after it, and a load refuses it",
             code="SEQ_CONFLICT",
         )
     return StoreError(
         f"{where} is a write a crash cut short (no committed event): nothing is appended "
-        "after it until a load of the session cuts it off (R11.8)",
+        "after it until a load of the session cuts it off",
         code="SEQ_CONFLICT",
     )

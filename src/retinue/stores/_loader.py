@@ -201,7 +201,7 @@ def _warn_dropped(session_id: str, start: int, dropped: int, following: int, bad
     """Say that well-formed records are discarded: more than a torn final record."""
     logger.warning(
         "session %r: %s; dropping the %d stored record(s) from event %d on, %d of them "
-        "well-formed, none past the last complete turn/end (R11.8)",
+        "well-formed, none past the last complete turn/end",
         session_id,
         bad,
         dropped,
