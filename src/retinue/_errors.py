@@ -16,6 +16,7 @@
     │   └── NoAdapterError / DuplicateAdapterError
     ├── ToolError                 raised by tools to produce a coded error result
     └── StoreError                a store refused or failed an operation (carries ``code``)
+        └── StoreTimeoutError     a flush or detach ran past ``flush_timeout`` (a ``TimeoutError`` too)
 
 ``StepAborted`` is a control-flow signal, not an error.
 """
@@ -46,6 +47,7 @@ __all__ = [
     "SessionError",
     "StepLimitError",
     "StoreError",
+    "StoreTimeoutError",
     "ToolError",
     "call_each",
     "cancel_is_stray",
@@ -173,6 +175,12 @@ class ToolError(RetinueError):
 
 class StoreError(RetinueError):
     """A session store refused or failed an operation; ``code`` says why."""
+
+
+class StoreTimeoutError(StoreError, TimeoutError):
+    """A session's flush or detach ran past ``flush_timeout``; ``code`` says which
+    (``FLUSH_TIMEOUT``, ``DETACH_TIMEOUT``). Also a ``TimeoutError``, so
+    ``except TimeoutError`` catches it as any deadline that ran out."""
 
 
 _T = TypeVar("_T")

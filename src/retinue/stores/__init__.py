@@ -8,6 +8,8 @@ over a ``StorageBackend``; another backend plugs in the same way.
 
 from __future__ import annotations
 
+from retinue._errors import StoreTimeoutError
+
 from ._backend import AppendBatch, Listing, SkippedSession, StorageBackend, StoredLog
 from ._ids import check_session_id
 from ._jsonl import JSONLStore
@@ -31,6 +33,7 @@ __all__ = [
     "SkippedSession",
     "StorageBackend",
     "StoreStatistics",
+    "StoreTimeoutError",
     "StoredLog",
     "check_session_id",
     "closing_events",
