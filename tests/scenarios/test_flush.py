@@ -11,7 +11,7 @@ import trio.testing
 import retinue
 from retinue import Runtime, StoreError, TurnResult
 from retinue.session import Session
-from retinue.stores import MemoryStore
+from retinue.stores import MemoryStore, StoreTimeoutError
 from retinue.stores._memory import MemoryBackend
 from retinue.stores._writebehind import BufferedStore
 from retinue.testing import DelegatingStore, Reply, ScriptedModel, check_session_invariants
@@ -158,6 +158,32 @@ async def test_a_flush_past_its_timeout_is_reported_naming_the_part_that_ran_lat
             assert heard == []
             assert memory.statistics().buffered_events == 0
         check_session_invariants(agent.session.events)
+
+
+@pytest.mark.parametrize("slow", ["store", "listener"])
+async def test_a_flush_past_its_timeout_reaches_agent_error_as_a_coded_store_timeout(
+    autojump_clock: trio.testing.MockClock, slow: str
+) -> None:
+    """R7.49, R7.45: the timeout ``agent/error`` reports is a ``StoreTimeoutError`` coded
+    ``FLUSH_TIMEOUT`` whichever part ran late, a ``StoreError`` as the store's own failures are
+    and a ``TimeoutError`` still, its message naming the part that ran late."""
+    store = _DelayedWrapper(MemoryStore(), 100 if slow == "store" else 0)
+    async with runtime(_model(), store=store, flush_timeout=5) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        reported = _reported_errors(rt)
+
+        async def listener(_agent: object, _session: Session) -> None:
+            await trio.sleep(100 if slow == "listener" else 1)
+
+        rt.hooks.on("session/flush", listener, agent=agent)
+        assert (await agent.ask("one")).reason.kind == "completed"
+        [error] = reported
+        assert isinstance(error, StoreTimeoutError)
+        assert isinstance(error, StoreError)
+        assert isinstance(error, TimeoutError)
+        assert error.code == "FLUSH_TIMEOUT"
+        late = "the store's flush" if slow == "store" else "the session/flush listeners"
+        assert error.message == f"flush of session {agent.id!r} timed out: {late} ran past 5s"
 
 
 @pytest.mark.parametrize(
@@ -325,7 +351,7 @@ async def test_a_delegating_store_s_own_flush_is_bounded_by_the_flush_timeout(
         reported = _reported_errors(rt)
         assert (await agent.ask("one")).reason.kind == "completed"
         assert trio.current_time() - started == pytest.approx(5)
-        assert [type(error) for error in reported] == [TimeoutError]
+        assert [type(error) for error in reported] == [StoreTimeoutError]
         await agent.dispose()
         assert len(rt.agents) == 0
     assert trio.current_time() - started < 60

@@ -9,7 +9,7 @@ import trio.testing
 import retinue
 from retinue import StoreError
 from retinue.session import Session
-from retinue.stores import MemoryStore
+from retinue.stores import MemoryStore, StoreTimeoutError
 from retinue.testing import DelegatingStore, Reply, ScriptedModel
 from tests.helpers import OPTIONS, runtime
 
@@ -107,7 +107,7 @@ async def test_wait_idle_returns_after_an_inject_flush_that_timed_out(
         started = trio.current_time()
         await agent.wait_idle()
         assert trio.current_time() - started == pytest.approx(5)
-        assert [type(error) for error in errors] == [TimeoutError]
+        assert [type(error) for error in errors] == [StoreTimeoutError]
         stop_hanging()  # or the final flush at disposal times out as well
 
 

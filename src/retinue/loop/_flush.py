@@ -8,17 +8,21 @@ from functools import partial
 
 import trio
 
-from retinue._errors import FAILURE_OF_TAKES, HookError, StoreError, failure_of
+from retinue._errors import FAILURE_OF_TAKES, HookError, StoreError, StoreTimeoutError, failure_of
 
 from ._core import FLUSHING, AgentCore
 
-__all__ = ["flush", "flush_shielded"]
+__all__ = ["FLUSH_TIMEOUT", "flush", "flush_shielded"]
 
 log = logging.getLogger("retinue.loop")
 
 # The two parts of the end-of-turn flush, as a timeout names them.
 _STORE = "the store's flush"
 _LISTENERS = "the session/flush listeners"
+
+FLUSH_TIMEOUT = "FLUSH_TIMEOUT"
+"""The code of an end-of-turn flush that ran past ``flush_timeout``, whichever part ran late:
+the store and the listeners are peers of one durability checkpoint (R4.23)."""
 
 
 async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - an in-memory commit needs no schedule point (the driver's mailbox wait follows); store.flush always checkpoints, and a checkpoint here could trip the scope's deadline
@@ -60,8 +64,9 @@ async def flush_shielded(core: AgentCore, turn: int, step: int) -> None:
         FLUSHING.reset(flushing)
     if caught:
         late = " and ".join(unfinished)
-        error = TimeoutError(
-            f"flush of session {core.id!r} timed out: {late} ran past {timeout:g}s"
+        error = StoreTimeoutError(
+            f"flush of session {core.id!r} timed out: {late} ran past {timeout:g}s",
+            code=FLUSH_TIMEOUT,
         )
         _flush_failed(core, turn, step, error)
 
