@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import trio
 
-from retinue._errors import FAILURE_OF_TAKES, StoreError, failure_of
+from retinue._errors import FAILURE_OF_TAKES, StoreError, StoreTimeoutError, failure_of
 from retinue.session import Session
 from retinue.stores import SessionStore
 
-__all__ = ["detach_within"]
+__all__ = ["DETACH_TIMEOUT", "detach_within"]
+
+DETACH_TIMEOUT = "DETACH_TIMEOUT"
+"""The code of a detach the store did not answer within ``flush_timeout``."""
 
 
 async def detach_within(store: SessionStore, session: Session, limit: float) -> Exception | None:
     """Detach *session* from *store*, bounded by *limit* seconds (``flush_timeout``): a store
     that hangs must not keep the runtime from closing. Returns what went wrong, if anything."""
-    failure: Exception = TimeoutError(f"the store did not answer within {limit}s")
+    failure: Exception = StoreTimeoutError(
+        f"the store did not answer within {limit}s", code=DETACH_TIMEOUT
+    )
     with trio.move_on_after(limit):
         try:
             await store.detach(session)
