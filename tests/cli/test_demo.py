@@ -287,6 +287,9 @@ def test_demo_hint_names_the_program_as_it_was_run(
     assert _demo_hint.invoked_as(str(venv), python) == "retinue"
     main_module = str(Path(_demo_hint.__file__).parent.parent / "__main__.py")
     assert _demo_hint.invoked_as(main_module, python) == f"'{python}' -m retinue"
+    cli_module = str(Path(_demo_hint.__file__).parent / "__main__.py")
+    assert _demo_hint.invoked_as(cli_module, python) == f"'{python}' -m retinue.cli"
+    assert _demo_hint.invoked_as("/srv/app/__main__.py", python) == "retinue"
     assert _demo_hint.invoked_as("/usr/lib/python3/pytest", python) == "retinue"
     hint = _demo_hint.closing_hint("sqlite:s.db", program=_demo_hint.invoked_as(str(venv), python))
     assert hint == "sessions stored in sqlite:s.db: try `retinue sessions list --store sqlite:s.db`"
@@ -312,7 +315,8 @@ def test_demo_run_by_a_path_outside_the_path_hints_that_path(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     last = done.stdout.decode().splitlines()[-1]
     assert (
-        last == f"sessions stored in sqlite:s.db: try `{script} sessions list --store sqlite:s.db`"
+        last
+        == f"sessions stored in sqlite:s.db: try `{_demo_hint.shell_word(str(script))} sessions list --store sqlite:s.db`"
     )
     listed = subprocess.run(
         [str(script), "sessions", "list", "--store", "sqlite:s.db"],

@@ -29,17 +29,32 @@ def invoked_as(argv0: str, executable: str, *, encoding: str = "utf-8") -> str:
 
     A console script outside the ``PATH`` (``.venv/bin/retinue demo`` in a
     venv never activated) is named by the path it was run by, which a bare
-    ``retinue`` would not find; ``python -m retinue`` by the interpreter that
-    ran it; else (on the ``PATH``, or called from code) ``retinue``.
+    ``retinue`` would not find; ``python -m retinue`` (or ``retinue.cli``) by
+    the interpreter that ran it; else (on the ``PATH``, or called from code)
+    ``retinue``.
     """
     name = os.path.basename(argv0)
     if name == "retinue" and os.sep in argv0:
         on_path = shutil.which("retinue")
         if on_path is None or not _same_file(on_path, argv0):
             return shell_word(argv0, encoding=encoding)
-    elif name == "__main__.py" and os.path.basename(os.path.dirname(argv0)) == "retinue":
-        return f"{shell_word(executable, encoding=encoding)} -m retinue"
+    elif name == "__main__.py":
+        module = _module_run(os.path.dirname(argv0))
+        if module is not None:
+            return f"{shell_word(executable, encoding=encoding)} -m {module}"
     return "retinue"
+
+
+def _module_run(package: str) -> str | None:
+    """The module ``python -m`` ran from *package*'s ``__main__.py``, if it is retinue's."""
+    if os.path.basename(package) == "retinue":
+        return "retinue"
+    if (
+        os.path.basename(package) == "cli"
+        and os.path.basename(os.path.dirname(package)) == "retinue"
+    ):
+        return "retinue.cli"
+    return None
 
 
 def _same_file(first: str, second: str) -> bool:
