@@ -12,6 +12,7 @@
     │   └── StepLimitError        a turn reached its agent's ``max_steps``
     ├── ConfigError               invalid options or runtime configuration
     ├── HookError                 a seam returned an invalid decision
+    │   └── HookTimeoutError      only the ``session/flush`` listeners ran past ``flush_timeout``
     ├── ModelError                a model call failed (carries ``code``)
     │   └── NoAdapterError / DuplicateAdapterError
     ├── ToolError                 raised by tools to produce a coded error result
@@ -40,6 +41,7 @@ __all__ = [
     "CorruptSessionError",
     "DuplicateAdapterError",
     "HookError",
+    "HookTimeoutError",
     "InvalidJsonError",
     "ModelError",
     "NoAdapterError",
@@ -147,6 +149,12 @@ class HookError(RetinueError):
     code = "INVALID_HOOK_RESULT"
 
 
+class HookTimeoutError(HookError, TimeoutError):
+    """A turn's flush ran past ``flush_timeout`` in its ``session/flush`` listeners alone,
+    the store's flush done (``FLUSH_TIMEOUT``): the store holds the turn. Also a
+    ``TimeoutError``, as :class:`StoreTimeoutError` is."""
+
+
 class ModelError(RetinueError):
     """A model call failed; ``code`` carries the provider's or retinue's code."""
 
@@ -178,9 +186,9 @@ class StoreError(RetinueError):
 
 
 class StoreTimeoutError(StoreError, TimeoutError):
-    """A session's flush or detach ran past ``flush_timeout``; ``code`` says which
-    (``FLUSH_TIMEOUT``, ``DETACH_TIMEOUT``). Also a ``TimeoutError``, so
-    ``except TimeoutError`` catches it as any deadline that ran out."""
+    """A session's flush or detach ran past ``flush_timeout`` with the store's part
+    unfinished; ``code`` says which (``FLUSH_TIMEOUT``, ``DETACH_TIMEOUT``). Also a
+    ``TimeoutError``, so ``except TimeoutError`` catches it as any deadline that ran out."""
 
 
 _T = TypeVar("_T")

@@ -163,7 +163,7 @@ async def test_a_final_flush_the_store_did_not_answer_fails_as_a_coded_store_tim
 ) -> None:
     """R12.9: a detach cut at ``flush_timeout`` fails as a ``StoreTimeoutError`` coded
     ``DETACH_TIMEOUT``, a ``TimeoutError`` too: a resume of the id while the store still hangs
-    raises a ``StoreError`` of that code, caused by it."""
+    raises a ``StoreTimeoutError`` of that code, caused by it."""
     store = _HangingDetach(MemoryBackend(), name="hanging")
     model = ScriptedModel([Reply("one")], repeat_last=True)
     async with runtime(model, store=store, flush_timeout=5) as rt:
@@ -171,7 +171,7 @@ async def test_a_final_flush_the_store_did_not_answer_fails_as_a_coded_store_tim
         await agent.ask("hello")
         store.hang = True
         await agent.dispose()
-        with pytest.raises(StoreError) as caught:
+        with pytest.raises(StoreTimeoutError) as caught:
             await rt.resume_agent(agent.id, OPTIONS)
         assert caught.value.code == "DETACH_TIMEOUT"
         cause = caught.value.__cause__

@@ -8,8 +8,9 @@ import trio.testing
 
 import retinue
 from retinue import StoreError
+from retinue.hooks import HookTimeoutError
 from retinue.session import Session
-from retinue.stores import MemoryStore, StoreTimeoutError
+from retinue.stores import MemoryStore
 from retinue.testing import DelegatingStore, Reply, ScriptedModel
 from tests.helpers import OPTIONS, runtime
 
@@ -107,7 +108,7 @@ async def test_wait_idle_returns_after_an_inject_flush_that_timed_out(
         started = trio.current_time()
         await agent.wait_idle()
         assert trio.current_time() - started == pytest.approx(5)
-        assert [type(error) for error in errors] == [StoreTimeoutError]
+        assert [type(error) for error in errors] == [HookTimeoutError]
         stop_hanging()  # or the final flush at disposal times out as well
 
 

@@ -10,6 +10,7 @@ import pytest
 import retinue
 from retinue import providers
 from retinue.config import AgentEntry, Identity, LoopConfig
+from retinue.hooks import HookTimeoutError
 from retinue.stores import StoreTimeoutError
 
 
@@ -37,6 +38,7 @@ ERRORS = [
     retinue.SessionError("refused", code="SEQ_GAP"),
     retinue.StoreError("gone", code="NOT_FOUND"),
     StoreTimeoutError("late", code="FLUSH_TIMEOUT"),
+    HookTimeoutError("late", code="FLUSH_TIMEOUT"),
     retinue.ModelError("failed", code="BAD"),
     retinue.ToolError("nope", code="DENIED"),
     retinue.SubscriptionOverflowError("behind", next_seq=7),

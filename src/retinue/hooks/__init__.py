@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retinue._errors import HookError
+from retinue._errors import HookError, HookTimeoutError
 from retinue._sources import HookContext
 
 from ._bus import HookBus
@@ -34,6 +34,7 @@ __all__ = [
     "HookBus",
     "HookContext",
     "HookError",
+    "HookTimeoutError",
     "Listener",
     "PostToolDecision",
     "PreToolDecision",

@@ -8,7 +8,14 @@ from functools import partial
 
 import trio
 
-from retinue._errors import FAILURE_OF_TAKES, HookError, StoreError, StoreTimeoutError, failure_of
+from retinue._errors import (
+    FAILURE_OF_TAKES,
+    HookError,
+    HookTimeoutError,
+    StoreError,
+    StoreTimeoutError,
+    failure_of,
+)
 
 from ._core import FLUSHING, AgentCore
 
@@ -21,8 +28,9 @@ _STORE = "the store's flush"
 _LISTENERS = "the session/flush listeners"
 
 FLUSH_TIMEOUT = "FLUSH_TIMEOUT"
-"""The code of an end-of-turn flush that ran past ``flush_timeout``, whichever part ran late:
-the store and the listeners are peers of one durability checkpoint (R4.23)."""
+"""The code of an end-of-turn flush that ran past ``flush_timeout``, whichever part ran late
+(the store and the listeners are peers of one durability checkpoint, R4.23); the class says
+which: a ``StoreTimeoutError`` while the store's flush is unfinished, else a ``HookTimeoutError``."""
 
 
 async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - an in-memory commit needs no schedule point (the driver's mailbox wait follows); store.flush always checkpoints, and a checkpoint here could trip the scope's deadline
@@ -64,7 +72,9 @@ async def flush_shielded(core: AgentCore, turn: int, step: int) -> None:
         FLUSHING.reset(flushing)
     if caught:
         late = " and ".join(unfinished)
-        error = StoreTimeoutError(
+        # An agent/error listener keeping a backup tells a store that holds the turn by this.
+        kind = StoreTimeoutError if _STORE in unfinished else HookTimeoutError
+        error = kind(
             f"flush of session {core.id!r} timed out: {late} ran past {timeout:g}s",
             code=FLUSH_TIMEOUT,
         )

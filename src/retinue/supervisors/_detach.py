@@ -18,7 +18,7 @@ async def detach_within(store: SessionStore, session: Session, limit: float) -> 
     """Detach *session* from *store*, bounded by *limit* seconds (``flush_timeout``): a store
     that hangs must not keep the runtime from closing. Returns what went wrong, if anything."""
     failure: Exception = StoreTimeoutError(
-        f"the store did not answer within {limit}s", code=DETACH_TIMEOUT
+        f"the store did not answer within {limit:g}s", code=DETACH_TIMEOUT
     )
     with trio.move_on_after(limit):
         try:

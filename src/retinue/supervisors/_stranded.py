@@ -9,7 +9,7 @@ from typing import final
 import attrs
 import trio
 
-from retinue._errors import StoreError
+from retinue._errors import StoreError, StoreTimeoutError
 from retinue.loop import LoopServices
 from retinue.session import Session
 
@@ -102,7 +102,8 @@ class StrandedSessions:
         if failure is not None and not _dropped(agent_id, failure, self._kind(agent_id)):
             message = f"{self._kind(agent_id)} is still pending: {failure}"
             code = failure.code if isinstance(failure, StoreError) else "STORAGE_ERROR"
-            raise StoreError(message, code=code) from failure
+            kind = StoreTimeoutError if isinstance(failure, StoreTimeoutError) else StoreError
+            raise kind(message, code=code) from failure
         # Settled by another close meanwhile, perhaps: only this session is let go.
         if self._sessions.get(agent_id) is session:
             del self._sessions[agent_id]
