@@ -78,6 +78,31 @@ async def test_mock_echo_policy_answers_tool_results_followed_by_a_context_messa
     assert text.text.startswith("Done. The tools said: sunny")
 
 
+@pytest.mark.parametrize("api", APIS)
+async def test_mock_echo_policy_takes_a_prompt_after_tool_results_as_new_input(api: str) -> None:
+    """A prompt after the results (the next one, after a turn a cancel cut short in its tools,
+    which the model never answered) is new input: it calls the tools again, on every API alike,
+    as ``ScriptedModel.tool_loop`` does; with no tool to call it echoes that prompt, not the
+    results before it (one Anthropic user message holds both)."""
+    with trio.fail_after(REAL_DEADLINE):
+        async with open_mock_server(EchoPolicy()) as server, served_by(api, server) as model:
+            first = await collect(model, make_request("weather in Oslo?", tools=[WEATHER]))
+            calls = [b for b in first.message.content if isinstance(b, ToolCall)]
+            assert calls
+            history = [
+                Message("user", (Text("weather in Oslo?"),)),
+                first.message,
+                *(Message("user", (ToolResultBlock(c.id, (Text("cancelled"),)),)) for c in calls),
+                Message("user", (Text(CONTEXT),)),
+                Message("user", (Text("and in Bergen?"),)),
+            ]
+            again = await collect(model, make_request(*history, tools=[WEATHER]))
+            echoed = await collect(model, make_request(*history))
+    assert again.assembler.finish.kind == "tool-calls"
+    assert [b.name for b in again.message.content if isinstance(b, ToolCall)][:1] == ["lookup"]
+    assert echoed.message.content == (Text("You said: and in Bergen?"),)
+
+
 LOOKUP_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
 BUILT_IN_TOOLS: dict[str, list[dict[str, Any]]] = {
     "chat": [{"type": "custom", "custom": {"name": "grammar_tool"}}],

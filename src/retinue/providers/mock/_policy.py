@@ -60,8 +60,8 @@ class EchoPolicy:
     turn, it calls one or up to ``max_tool_calls`` of them with plausible
     arguments (built-in and server tools, run by the provider, are never
     called); after tool results, even when a message such as a
-    ``<context>`` note follows them, it answers with text; otherwise it
-    echoes the prompt. Text streams
+    ``<context>`` note follows them, it answers with text (a prompt after
+    them is new input); otherwise it echoes the prompt. Text streams
     in ``chunks`` pieces. Which tools and which arguments are drawn from
     :meth:`MockCall.rng`, so they depend on ``seed`` and the request, not on
     the order concurrent requests arrive in.

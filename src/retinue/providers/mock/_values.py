@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeAlias, final
 
@@ -149,25 +150,48 @@ class MockCall:
         Any later message (a ``<context>`` note after the results, say) is
         not a tool result, but does not hide them either.
         """
-        results: list[str] = []
-        for item in self._since_last_assistant_turn():
-            results += [_text_of(content) for content in _tool_result_contents(self.api, item)]
-        return tuple(results)
-
-    @property
-    def after_tool_results(self) -> bool:
-        """Whether tool results were sent since the last assistant turn."""
-        # Found without extracting their text, which only the reply quoting them needs.
-        return any(
-            _tool_result_contents(self.api, item) for item in self._since_last_assistant_turn()
+        return tuple(
+            text
+            for item in self._since_last_assistant_turn()
+            for is_result, text in _parts(self.api, item)
+            if is_result
         )
 
     @property
+    def after_tool_results(self) -> bool:
+        """Whether tool results were sent since the last assistant turn, followed by nothing
+        but context or steering envelopes: a prompt after them (the next one, after a turn
+        cut short in its tools) is new input."""
+        later: list[str] | None = None  # the text sent after the last tool result
+        for item in self._since_last_assistant_turn():
+            for is_result, text in _parts(self.api, item):
+                if is_result:
+                    later = []
+                elif later is not None:
+                    later.append(text)
+        return later is not None and _ENVELOPES_ONLY.fullmatch("".join(later)) is not None
+
+    @property
     def last_text(self) -> str:
-        """The text of the last message (tool results included as text)."""
+        """The text of the last message (tool results included as text); of a message of
+        several parts (an Anthropic user message holding tool results, context and a
+        prompt), the text after its last tool result, else that result's, and of that the
+        text after the context and steering it opens with, if any: the other formats send
+        each as a message of its own."""
         items = self._items()
         last = items[-1] if items and isinstance(items[-1], dict) else {}
-        return _text_of(last.get("content", last.get("output", "")))
+        result = ""
+        texts: list[str] = []
+        for is_result, text in _parts(self.api, last):
+            if is_result:
+                result, texts = text, []
+            else:
+                texts.append(text)
+        if not texts:
+            return result
+        joined = "".join(texts)
+        # Context the adapter put in the one message before the prompt: the prompt alone.
+        return _LEADING_ENVELOPES.sub("", joined) or joined
 
     @property
     def input_tokens(self) -> int:
@@ -205,18 +229,26 @@ def _is_assistant_turn(item: JsonObject) -> bool:
     return item.get("role") == "assistant" or item.get("type") in _ASSISTANT_ITEMS
 
 
-def _tool_result_contents(api: Api, item: JsonObject) -> list[object]:
-    """The contents of the tool results *item* carries (a message may carry several)."""
+def _parts(api: Api, item: JsonObject) -> list[tuple[bool, str]]:
+    """*item*'s parts in order, each as (whether it is a tool result, its text)."""
     if api == "chat":
-        return [item.get("content", "")] if item.get("role") == "tool" else []
+        return [(item.get("role") == "tool", _text_of(item.get("content", "")))]
     if api == "responses":
-        return [item.get("output", "")] if item.get("type") == "function_call_output" else []
+        if item.get("type") == "function_call_output":
+            return [(True, _text_of(item.get("output", "")))]
+        return [(False, _text_of(item.get("content", "")))]
     blocks = item.get("content")
+    if not isinstance(blocks, list):
+        return [(False, _text_of(blocks))]
     return [
-        block.get("content", "")
-        for block in (blocks if isinstance(blocks, list) else ())
-        if isinstance(block, dict) and block.get("type") == "tool_result"
+        (isinstance(block, dict) and block.get("type") == "tool_result", _text_of(block))
+        for block in blocks
     ]
+
+
+# Context and steering as the runtime wraps them, in any number, and nothing else.
+_ENVELOPES_ONLY = re.compile(r"\s*(?:<(context|steering) source=[^>]*>.*?</\1>\s*)*", re.DOTALL)
+_LEADING_ENVELOPES = re.compile(r"^(?:\s*<(context|steering) source=[^>]*>.*?</\1>)*\s*", re.DOTALL)
 
 
 def _client_function(api: Api, tool: object) -> tuple[str, JsonObject] | None:
