@@ -7,7 +7,9 @@ is lost except those ``cancel`` (or disposal) discards: an ask is answered with
 turn 0 exactly when it was still queued (no message turn had opened since it was
 sent) at a ``cancel`` or ``dispose``; every other ask ends in the logged turn that
 took it, whose reason it reports, and that turn logged its prompt unless it died
-before submitting any (R7.11).
+before submitting any (R7.11). Likewise every steer is logged once (as steering, or as
+a prompt when no turn was running to take it) unless a cancel or dispose found it
+unlogged, and one it found so is never logged later (R2.25, R3.10, R3.12).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from retinue.providers import Usage
 from retinue.session import (
     Event,
     PromptBlocked,
+    SteeringMessage,
     StepStart,
     TurnEnd,
     TurnEndReason,
@@ -150,6 +153,31 @@ def _turn_span(events: Sequence[Event], turn: int) -> tuple[list[Event], TurnEnd
 _FAIL_BEFORE_PROMPTS = frozenset({"session/event", "agent/prompt-submit"})
 
 
+def _logged_texts(events: Sequence[Event]) -> list[str]:
+    """The text of every prompt and steer the log holds, blocked ones included."""
+    return [
+        texts(event.data.content)
+        for event in events
+        if isinstance(event.data, (UserMessage, SteeringMessage, PromptBlocked))
+    ]
+
+
+def _check_steers(
+    events: Sequence[Event], steers: list[str], discarded: set[str], raising: list[str]
+) -> None:
+    """Each steer a cancel or dispose did not find unlogged is logged exactly once (at most
+    once where a raising listener may fail a turn before it logs what it took); one it
+    found unlogged never is."""
+    logged = _logged_texts(events)
+    exact = not _FAIL_BEFORE_PROMPTS & set(raising)
+    for text in steers:
+        count = logged.count(text)
+        if text in discarded:
+            assert count == 0, f"{text} was discarded by a cancel, yet delivered: {logged}"
+        else:
+            assert count == 1 if exact else count <= 1, f"{text} logged {count} times: {logged}"
+
+
 def _check_asks(
     events: Sequence[Event],
     asks: dict[int, retinue.TurnResult | None],
@@ -218,11 +246,15 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
             queued_at: dict[int, int] = {}
             discardable: set[int] = set()
             refused: set[int] = set()
+            steers: list[str] = []
+            discarded_steers: set[str] = set()
 
             def clear_queue() -> None:
                 """A cancel or dispose just cleared the queue: what it held may be discarded."""
                 opened = _message_turns(agent.session.events)
                 discardable.update(key for key, at in queued_at.items() if at == opened)
+                logged = set(_logged_texts(agent.session.events))
+                discarded_steers.update(text for text in steers if text not in logged)
 
             async def ask(key: int) -> None:
                 # No checkpoint between this count and the enqueue inside ask().
@@ -247,7 +279,8 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
                             nursery.start_soon(ask, key)
                         await trio.lowlevel.checkpoint()
                     elif op == "steer":
-                        agent.steer(f"steer-{value}")
+                        steers.append(f"steer-{len(steers)}-{value}")
+                        agent.steer(steers[-1])
                     elif op == "inject":
                         with contextlib.suppress(RuntimeError):
                             agent.inject(f"ctx-{value}")
@@ -285,6 +318,7 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
                 assert final.turn > 0
                 assert agent.status == "idle"
                 check_session_invariants(agent.session.events)
+            _check_steers(agent.session.events, steers, discarded_steers, raising)
     # R8.9 on every request the loop built, whatever the interleaving.
     assert checked.failures == []
     assert checked.checked == len(model.requests)
