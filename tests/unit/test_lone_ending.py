@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retinue._errors import lone_ending
+from retinue._endings import lone_ending
 
 
 def test_ctrl_c_beside_a_system_exit_is_the_one_raised() -> None:

@@ -11,7 +11,8 @@ from typing import ParamSpec, TypeVar, final
 
 import trio
 
-from retinue._errors import lone_ending, only_cancels, reraise
+from retinue._endings import lone_ending, reraise
+from retinue._errors import only_cancels
 from retinue._options import PERSONA, check_prompt_option, persona_sections
 from retinue.config import LoopConfig
 from retinue.hooks import HookBus

@@ -12,7 +12,7 @@ import attrs
 import httpx2
 import trio
 
-from retinue._errors import holds_interrupt, lone_ending, reraise
+from retinue._endings import holds_interrupt, lone_ending, reraise
 
 from ._connection import Connection
 from ._exchange import (
