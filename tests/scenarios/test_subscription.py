@@ -449,3 +449,35 @@ async def _until_turn_end(feed: Subscription) -> Any:
         yield event
         if event.type == "turn/end":
             return
+
+
+async def test_a_subscription_taken_in_agent_created_follows_every_agent_whole(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R4.10, R12.5: a dashboard that subscribes in an ``agent/created`` listener, before each
+    driver starts, and reads in a task of its own, hears every agent, those created after it
+    registered too, each from its first event to its last, in seq order, none missed."""
+    model = ScriptedModel([Reply("hi")], repeat_last=True)
+    heard: dict[str, list[int]] = {}
+    with trio.fail_after(60):
+        async with trio.open_nursery() as dashboard, runtime(model) as rt:
+
+            async def follow(agent: retinue.Agent, subscription: Subscription) -> None:
+                async with subscription:
+                    async for event in subscription:
+                        heard.setdefault(agent.id, []).append(event.seq)
+
+            def on_created(agent: retinue.Agent) -> None:
+                dashboard.start_soon(follow, agent, agent.subscribe())
+
+            rt.hooks.on("agent/created", on_created)
+            agents = [await rt.create_agent(f"w{i}", OPTIONS) for i in range(3)]
+            for agent in agents:
+                await agent.ask("hello")
+            logs = {agent.id: len(agent.session.events) for agent in agents}
+            for agent in agents:
+                await agent.dispose()
+            await trio.testing.wait_all_tasks_blocked()
+    for agent in agents:
+        assert logs[agent.id] > 0
+        assert heard[agent.id] == list(range(len(agent.session.events))), agent.id
