@@ -302,30 +302,26 @@ def test_demo_run_by_a_path_outside_the_path_hints_that_path(tmp_path: Path) -> 
     if not script.exists():
         pytest.skip("retinue is not installed as a console script beside this Python")
     env = {**os.environ, "PATH": str(tmp_path / "none")}
-    argv = ["demo", "--no-live", "--provider", "scripted", "--latency", "0", "--agents", "1"]
-    store = ["--store", "sqlite:s.db", "--turns", "1"]
-    done = subprocess.run(
-        [str(script), *argv, *store],
-        check=False,
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    last = done.stdout.decode().splitlines()[-1]
+
+    def run(*args: str) -> bytes:
+        done = subprocess.run(
+            [str(script), *args],
+            check=False,
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    demo = ["demo", "--no-live", "--provider", "scripted", "--latency", "0", "--agents", "1"]
+    printed = run(*demo, "--store", "sqlite:s.db", "--turns", "1")
+    last = printed.decode().splitlines()[-1]
     assert (
         last
         == f"sessions stored in sqlite:s.db: try `{_demo_hint.shell_word(str(script))} sessions list --store sqlite:s.db`"
     )
-    listed = subprocess.run(
-        [str(script), "sessions", "list", "--store", "sqlite:s.db"],
-        check=False,
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        timeout=60,
-    )
-    assert listed.returncode == 0, listed.stderr
-    [(session_id, *_)] = [line.split() for line in listed.stdout.decode().splitlines()]
+    listed = run("sessions", "list", "--store", "sqlite:s.db")
+    [(session_id, *_)] = [line.split() for line in listed.decode().splitlines()]
     assert session_id.startswith("agent-00-session-")

@@ -52,6 +52,19 @@ async def test_mock_echo_policy_calls_tools_then_answers(api: str) -> None:
 CONTEXT = '<context source="clock">it is noon</context>'
 
 
+async def _after_results(model: Any, result: str, *after: str) -> list[Message]:
+    """A first call's tool calls, each answered *result*, then a user message per *after*."""
+    first = await collect(model, make_request("weather in Oslo?", tools=[WEATHER]))
+    calls = [b for b in first.message.content if isinstance(b, ToolCall)]
+    assert calls
+    return [
+        Message("user", (Text("weather in Oslo?"),)),
+        first.message,
+        *(Message("user", (ToolResultBlock(c.id, (Text(result),)),)) for c in calls),
+        *(Message("user", (Text(text),)) for text in after),
+    ]
+
+
 @pytest.mark.parametrize("api", APIS)
 async def test_mock_echo_policy_answers_tool_results_followed_by_a_context_message(
     api: str,
@@ -61,15 +74,7 @@ async def test_mock_echo_policy_answers_tool_results_followed_by_a_context_messa
     """
     with trio.fail_after(REAL_DEADLINE):
         async with open_mock_server(EchoPolicy()) as server, served_by(api, server) as model:
-            first = await collect(model, make_request("weather in Oslo?", tools=[WEATHER]))
-            calls = [b for b in first.message.content if isinstance(b, ToolCall)]
-            assert calls
-            history = [
-                Message("user", (Text("weather in Oslo?"),)),
-                first.message,
-                *(Message("user", (ToolResultBlock(c.id, (Text("sunny"),)),)) for c in calls),
-                Message("user", (Text(CONTEXT),)),
-            ]
+            history = await _after_results(model, "sunny", CONTEXT)
             second = await collect(model, make_request(*history, tools=[WEATHER]))
     assert second.assembler.finish.kind == "stop"
     assert not any(isinstance(block, ToolCall) for block in second.message.content)
@@ -86,16 +91,7 @@ async def test_mock_echo_policy_takes_a_prompt_after_tool_results_as_new_input(a
     results before it (one Anthropic user message holds both)."""
     with trio.fail_after(REAL_DEADLINE):
         async with open_mock_server(EchoPolicy()) as server, served_by(api, server) as model:
-            first = await collect(model, make_request("weather in Oslo?", tools=[WEATHER]))
-            calls = [b for b in first.message.content if isinstance(b, ToolCall)]
-            assert calls
-            history = [
-                Message("user", (Text("weather in Oslo?"),)),
-                first.message,
-                *(Message("user", (ToolResultBlock(c.id, (Text("cancelled"),)),)) for c in calls),
-                Message("user", (Text(CONTEXT),)),
-                Message("user", (Text("and in Bergen?"),)),
-            ]
+            history = await _after_results(model, "cancelled", CONTEXT, "and in Bergen?")
             again = await collect(model, make_request(*history, tools=[WEATHER]))
             echoed = await collect(model, make_request(*history))
     assert again.assembler.finish.kind == "tool-calls"
