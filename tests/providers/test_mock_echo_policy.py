@@ -5,6 +5,8 @@ echoes."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import attrs
@@ -322,3 +324,33 @@ async def test_mock_echo_policy_echoes_without_tools(api: str) -> None:
     assert text.text.startswith("You said: ping pong")
     assert result.assembler.usage is not None
     assert result.assembler.usage.output_tokens > 0
+
+
+_MANY_ENVELOPES = """
+import sys
+from retinue.providers.mock import MockCall
+context = '<context source="clock">it is noon</context>'
+results = [{"role": "assistant", "content": "", "tool_calls": []}, {"role": "tool", "content": "x"}]
+for tail, expected in (("", True), ("next", False)):
+    messages = [*results, *({"role": "user", "content": context} for _ in range(5000))]
+    if tail:
+        messages.append({"role": "user", "content": tail})
+    call = MockCall("chat", {"messages": messages}, {}, 1)
+    assert call.after_tool_results is expected, tail
+print("judged")
+"""
+
+
+def test_a_long_run_of_envelopes_after_tool_results_is_judged_in_one_pass() -> None:
+    """Thousands of context messages after the results (a turn cut short, then many
+    injects), then a prompt: judged at once, where a pattern trying every way to split the
+    run would hold the server's thread for ever. In a child process, which a timeout ends."""
+    judged = subprocess.run(
+        [sys.executable, "-c", _MANY_ENVELOPES],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert judged.returncode == 0, judged.stderr
+    assert judged.stdout == "judged\n"

@@ -147,6 +147,8 @@ class MockCall:
     def tool_results(self) -> tuple[str, ...]:
         """The text of each tool result sent since the last assistant turn, in order.
 
+        A prompt after them does not take them off the list either.
+
         Any later message (a ``<context>`` note after the results, say) is
         not a tool result, but does not hide them either.
         """
@@ -159,9 +161,11 @@ class MockCall:
 
     @property
     def after_tool_results(self) -> bool:
-        """Whether tool results were sent since the last assistant turn, followed by nothing
-        but context or steering envelopes: a prompt after them (the next one, after a turn
-        cut short in its tools) is new input."""
+        """Whether the input since the last assistant turn ends in tool results.
+
+        Context or steering envelopes after them do not count; a prompt after
+        them (the next one, after a turn cut short in its tools) is new input.
+        """
         later: list[str] | None = None  # the text sent after the last tool result
         for item in self._since_last_assistant_turn():
             for is_result, text in _parts(self.api, item):
@@ -169,15 +173,17 @@ class MockCall:
                     later = []
                 elif later is not None:
                     later.append(text)
-        return later is not None and _ENVELOPES_ONLY.fullmatch("".join(later)) is not None
+        return later is not None and _ENVELOPES.fullmatch("".join(later)) is not None
 
     @property
     def last_text(self) -> str:
-        """The text of the last message (tool results included as text); of a message of
-        several parts (an Anthropic user message holding tool results, context and a
-        prompt), the text after its last tool result, else that result's, and of that the
-        text after the context and steering it opens with, if any: the other formats send
-        each as a message of its own."""
+        """The text of the last message (tool results included as text).
+
+        Of a message of several parts (an Anthropic user message holding tool
+        results, context and a prompt): the text after its last tool result,
+        else that result's, and of that the text after the context and steering
+        it opens with, if any, as the other formats send each as a message.
+        """
         items = self._items()
         last = items[-1] if items and isinstance(items[-1], dict) else {}
         result = ""
@@ -191,7 +197,7 @@ class MockCall:
             return result
         joined = "".join(texts)
         # Context the adapter put in the one message before the prompt: the prompt alone.
-        return _LEADING_ENVELOPES.sub("", joined) or joined
+        return joined[_envelopes_end(joined) :] or joined
 
     @property
     def input_tokens(self) -> int:
@@ -246,9 +252,17 @@ def _parts(api: Api, item: JsonObject) -> list[tuple[bool, str]]:
     ]
 
 
-# Context and steering as the runtime wraps them, in any number, and nothing else.
-_ENVELOPES_ONLY = re.compile(r"\s*(?:<(context|steering) source=[^>]*>.*?</\1>\s*)*", re.DOTALL)
-_LEADING_ENVELOPES = re.compile(r"^(?:\s*<(context|steering) source=[^>]*>.*?</\1>)*\s*", re.DOTALL)
+# Context or steering as the runtime wraps it. Its body cannot run past its closing tag,
+# so a text has one way to match a run of them: a failed match costs a pass, not one
+# per way to split the run.
+_ENVELOPE = r"\s*<(?P<tag>context|steering) source=[^>]*>(?:(?!</(?P=tag)>).)*</(?P=tag)>"
+_ENVELOPES = re.compile(rf"(?:{_ENVELOPE})*\s*", re.DOTALL)
+
+
+def _envelopes_end(text: str) -> int:
+    """Where the context and steering envelopes *text* opens with end."""
+    opening = _ENVELOPES.match(text)
+    return 0 if opening is None else opening.end()
 
 
 def _client_function(api: Api, tool: object) -> tuple[str, JsonObject] | None:
