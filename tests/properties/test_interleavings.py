@@ -148,6 +148,9 @@ def _turn_span(events: Sequence[Event], turn: int) -> tuple[list[Event], TurnEnd
     raise AssertionError(f"turn {turn} never closed")
 
 
+# Virtual seconds past every delay a scenario can hold a turn for, short of a hang.
+_DRAIN_WAIT = 1_000
+
 # A raising listener here fails a turn before it logs its prompts: ``session/event``
 # raises out of the ``turn/start`` append, ``agent/prompt-submit`` out of the submission.
 _FAIL_BEFORE_PROMPTS = frozenset({"session/event", "agent/prompt-submit"})
@@ -294,9 +297,14 @@ async def _scenario(ops: list[tuple[str, int]], outcomes: list[Any], raising: li
                         clear_queue()
                         disposed = True
                 if not disposed:
+                    # Run to idle, so that a steer or prompt the runtime dropped shows as
+                    # lost; only a turn that cannot end (a hung model) is cancelled.
                     await trio.testing.wait_all_tasks_blocked()
-                    agent.cancel("drain")
-                    clear_queue()
+                    with trio.move_on_after(_DRAIN_WAIT) as waiting:
+                        await agent.wait_idle()
+                    if waiting.cancelled_caught:
+                        agent.cancel("drain")
+                        clear_queue()
             events = agent.session.events
             check_session_invariants(events)
             check_no_dangling_tool_calls(events)
