@@ -290,6 +290,12 @@ def test_demo_hint_names_the_program_as_it_was_run(
     cli_module = str(Path(_demo_hint.__file__).parent / "__main__.py")
     assert _demo_hint.invoked_as(cli_module, python) == f"'{python}' -m retinue.cli"
     assert _demo_hint.invoked_as("/srv/app/__main__.py", python) == "retinue"
+    # Another package's ``retinue/cli/__main__.py`` (a project folder of that name) is not ours.
+    other_cli = tmp_path / "retinue" / "cli"
+    other_cli.mkdir(parents=True)
+    for main_file in (other_cli.parent / "__main__.py", other_cli / "__main__.py"):
+        main_file.write_text("", encoding="utf-8")
+        assert _demo_hint.invoked_as(str(main_file), python) == "retinue"
     assert _demo_hint.invoked_as("/usr/lib/python3/pytest", python) == "retinue"
     hint = _demo_hint.closing_hint("sqlite:s.db", program=_demo_hint.invoked_as(str(venv), python))
     assert hint == "sessions stored in sqlite:s.db: try `retinue sessions list --store sqlite:s.db`"
@@ -318,10 +324,8 @@ def test_demo_run_by_a_path_outside_the_path_hints_that_path(tmp_path: Path) -> 
     demo = ["demo", "--no-live", "--provider", "scripted", "--latency", "0", "--agents", "1"]
     printed = run(*demo, "--store", "sqlite:s.db", "--turns", "1")
     last = printed.decode().splitlines()[-1]
-    assert (
-        last
-        == f"sessions stored in sqlite:s.db: try `{_demo_hint.shell_word(str(script))} sessions list --store sqlite:s.db`"
-    )
+    command = f"{_demo_hint.shell_word(str(script))} sessions list --store sqlite:s.db"
+    assert last == f"sessions stored in sqlite:s.db: try `{command}`"
     listed = run("sessions", "list", "--store", "sqlite:s.db")
     [(session_id, *_)] = [line.split() for line in listed.decode().splitlines()]
     assert session_id.startswith("agent-00-session-")

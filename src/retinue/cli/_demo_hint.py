@@ -45,14 +45,14 @@ def invoked_as(argv0: str, executable: str, *, encoding: str = "utf-8") -> str:
     return "retinue"
 
 
+_CLI = os.path.dirname(os.path.abspath(__file__))
+
+
 def _module_run(package: str) -> str | None:
     """The module ``python -m`` ran from *package*'s ``__main__.py``, if it is retinue's."""
-    if os.path.basename(package) == "retinue":
+    if _same_file(package, os.path.dirname(_CLI)):
         return "retinue"
-    if (
-        os.path.basename(package) == "cli"
-        and os.path.basename(os.path.dirname(package)) == "retinue"
-    ):
+    if _same_file(package, _CLI):
         return "retinue.cli"
     return None
 
