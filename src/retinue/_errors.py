@@ -12,12 +12,12 @@
     │   └── StepLimitError        a turn reached its agent's ``max_steps``
     ├── ConfigError               invalid options or runtime configuration
     ├── HookError                 a seam returned an invalid decision
-    │   └── HookTimeoutError      only the ``session/flush`` listeners ran past ``flush_timeout``
+    │   └── HookTimeoutError      the ``session/flush`` listeners alone ran late
     ├── ModelError                a model call failed (carries ``code``)
     │   └── NoAdapterError / DuplicateAdapterError
     ├── ToolError                 raised by tools to produce a coded error result
     └── StoreError                a store refused or failed an operation (carries ``code``)
-        └── StoreTimeoutError     a flush or detach ran past ``flush_timeout`` (a ``TimeoutError`` too)
+        └── StoreTimeoutError     a flush or detach ran past ``flush_timeout``
 
 ``StepAborted`` is a control-flow signal, not an error.
 """
@@ -147,9 +147,13 @@ class HookError(RetinueError):
 
 
 class HookTimeoutError(HookError, TimeoutError):
-    """A turn's flush ran past ``flush_timeout`` in its ``session/flush`` listeners alone,
-    the store's flush done (``FLUSH_TIMEOUT``): the store holds the turn. Also a
-    ``TimeoutError``, as :class:`StoreTimeoutError` is."""
+    """A turn's flush ran past ``flush_timeout`` in its ``session/flush`` listeners alone.
+
+    The store's flush ended in time: written, or its own failure reported
+    beside this one. Also a ``TimeoutError``, as :class:`StoreTimeoutError` is.
+    """
+
+    code = "FLUSH_TIMEOUT"
 
 
 class ModelError(RetinueError):

@@ -15,7 +15,7 @@ from retinue.testing import DelegatingStore, Reply, ScriptedModel
 from tests.helpers import OPTIONS, runtime
 
 STORE_ANSWERS_AFTER = 10_000.0
-UNRELEASED = "the store did not answer within 5.0s"
+UNRELEASED = "the store did not answer within 5s"
 
 
 class _HangingRelease(DelegatingStore):

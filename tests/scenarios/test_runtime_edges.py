@@ -141,7 +141,7 @@ async def test_a_resume_behind_a_hanging_final_flush_fails_within_flush_timeout(
     detach's own, and succeeds once the store answers again."""
     store = _HangingDetach(MemoryBackend(), name="hanging")
     model = ScriptedModel([Reply("one")], repeat_last=True)
-    async with runtime(model, store=store, flush_timeout=5) as rt:
+    async with runtime(model, store=store, flush_timeout=5.0) as rt:
         agent = await rt.create_agent("w", OPTIONS)
         await agent.ask("hello")
         store.hang = True

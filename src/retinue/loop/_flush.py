@@ -29,8 +29,9 @@ _LISTENERS = "the session/flush listeners"
 
 FLUSH_TIMEOUT = "FLUSH_TIMEOUT"
 """The code of an end-of-turn flush that ran past ``flush_timeout``, whichever part ran late
-(the store and the listeners are peers of one durability checkpoint, R4.23); the class says
-which: a ``StoreTimeoutError`` while the store's flush is unfinished, else a ``HookTimeoutError``."""
+(the store and the listeners are peers of one durability checkpoint, R4.23). The class says
+which: a ``StoreTimeoutError`` while the store's flush is unfinished, else a
+``HookTimeoutError``."""
 
 
 async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC910 - an in-memory commit needs no schedule point (the driver's mailbox wait follows); store.flush always checkpoints, and a checkpoint here could trip the scope's deadline
@@ -73,8 +74,8 @@ async def flush_shielded(core: AgentCore, turn: int, step: int) -> None:
     if caught:
         late = " and ".join(unfinished)
         # An agent/error listener keeping a backup tells a store that holds the turn by this.
-        kind = StoreTimeoutError if _STORE in unfinished else HookTimeoutError
-        error = kind(
+        error_class = StoreTimeoutError if _STORE in unfinished else HookTimeoutError
+        error = error_class(
             f"flush of session {core.id!r} timed out: {late} ran past {timeout:g}s",
             code=FLUSH_TIMEOUT,
         )

@@ -63,7 +63,7 @@ async def claimed_new(store: SessionStore, agent_id: str, limit: float) -> Async
 def _log_unreleased(agent_id: str, limit: float) -> None:
     log.error(
         "releasing the claim of %r after its creation failed: the store did not answer "
-        "within %ss; it may hold the id, and refuse to create it again, until it lets "
+        "within %gs; it may hold the id, and refuse to create it again, until it lets "
         "the claim go",
         agent_id,
         limit,

@@ -102,8 +102,10 @@ class StrandedSessions:
         if failure is not None and not _dropped(agent_id, failure, self._kind(agent_id)):
             message = f"{self._kind(agent_id)} is still pending: {failure}"
             code = failure.code if isinstance(failure, StoreError) else "STORAGE_ERROR"
-            kind = StoreTimeoutError if isinstance(failure, StoreTimeoutError) else StoreError
-            raise kind(message, code=code) from failure
+            error_class = (
+                StoreTimeoutError if isinstance(failure, StoreTimeoutError) else StoreError
+            )
+            raise error_class(message, code=code) from failure
         # Settled by another close meanwhile, perhaps: only this session is let go.
         if self._sessions.get(agent_id) is session:
             del self._sessions[agent_id]
