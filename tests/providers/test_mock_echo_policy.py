@@ -16,7 +16,7 @@ import trio
 
 from retinue._content import Message, Text, ToolCall, ToolResultBlock
 from retinue._stream import TextDelta
-from retinue.providers.mock import EchoPolicy, MockServer, open_mock_server
+from retinue.providers.mock import EchoPolicy, MockCall, MockServer, open_mock_server
 
 from ._mock_server_kit import APIS, PATHS, REAL_DEADLINE
 from .support import WEATHER, collect, make_request, served_by
@@ -354,3 +354,20 @@ def test_a_long_run_of_envelopes_after_tool_results_is_judged_in_one_pass() -> N
     )
     assert judged.returncode == 0, judged.stderr
     assert judged.stdout == "judged\n"
+
+
+def test_a_prompt_with_no_text_after_tool_results_is_new_input() -> None:
+    """An image alone after the results is new input, as a text prompt is: only context and
+    steering envelopes, which always hold text, leave the results the last input."""
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}
+    results = [
+        {"role": "assistant", "content": "", "tool_calls": []},
+        {"role": "tool", "content": "x"},
+    ]
+    context = {"role": "user", "content": CONTEXT}
+    for after, expected in (
+        ([context], True),
+        ([context, {"role": "user", "content": [image]}], False),
+    ):
+        call = MockCall("chat", {"messages": [*results, *after]}, {}, 1)
+        assert call.after_tool_results is expected, after

@@ -173,7 +173,8 @@ class MockCall:
                     later = []
                 elif later is not None:
                     later.append(text)
-        return later is not None and _ENVELOPES.fullmatch("".join(later)) is not None
+        # A part with no text (an image, say) is no envelope: new input as a prompt is.
+        return later is not None and all(later) and _ENVELOPES.fullmatch("".join(later)) is not None
 
     @property
     def last_text(self) -> str:
