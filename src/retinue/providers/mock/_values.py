@@ -147,10 +147,8 @@ class MockCall:
     def tool_results(self) -> tuple[str, ...]:
         """The text of each tool result sent since the last assistant turn, in order.
 
-        A prompt after them does not take them off the list either.
-
-        Any later message (a ``<context>`` note after the results, say) is
-        not a tool result, but does not hide them either.
+        Any later message (a ``<context>`` note or a prompt after the results,
+        say) is not a tool result, but does not hide them either.
         """
         return tuple(
             text
