@@ -22,7 +22,7 @@ from ._events import (
     UserMessage,
 )
 
-__all__ = ["Surface", "is_envelope", "project"]
+__all__ = ["ENVELOPE_TAGS", "Surface", "is_envelope", "project"]
 
 
 # A surrogate left alone in a str: its pairs are joined when the source is built (R1.6).
@@ -47,8 +47,11 @@ def _envelope(tag: str, kind: str, content: tuple[ContentBlock, ...]) -> Message
     return Message("user", (opening, *content, Text(f"</{tag}>")))
 
 
+ENVELOPE_TAGS = ("context", "steering")
+"""The tags :func:`project` wraps context and steering in, ``<context source="...">``."""
+
 # The opening's start and the closing of each envelope _envelope makes.
-_ENVELOPES = tuple((f"<{tag} source=", f"</{tag}>") for tag in ("context", "steering"))
+_ENVELOPES = tuple((f"<{tag} source=", f"</{tag}>") for tag in ENVELOPE_TAGS)
 
 
 def is_envelope(content: Sequence[ContentBlock]) -> bool:

@@ -12,6 +12,7 @@ from typing import Any, Literal, TypeAlias, final
 import attrs
 
 from retinue._checks import needs_an_instance
+from retinue.session._history import ENVELOPE_TAGS
 
 from ._asks import ToolChoice, output_limit, parallel_calls, tool_choice
 from ._fields import (
@@ -254,7 +255,7 @@ def _parts(api: Api, item: JsonObject) -> list[tuple[bool, str]]:
 # Context or steering as the runtime wraps it. Its body cannot run past its closing tag,
 # so a text has one way to match a run of them: a failed match costs a pass, not one
 # per way to split the run.
-_ENVELOPE = r"\s*<(?P<tag>context|steering) source=[^>]*>(?:(?!</(?P=tag)>).)*</(?P=tag)>"
+_ENVELOPE = rf"\s*<(?P<tag>{'|'.join(ENVELOPE_TAGS)}) source=[^>]*>(?:(?!</(?P=tag)>).)*</(?P=tag)>"
 _ENVELOPES = re.compile(rf"(?:{_ENVELOPE})*\s*", re.DOTALL)
 
 
