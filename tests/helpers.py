@@ -105,6 +105,24 @@ async def nap(seconds: float) -> str:
     return "rested"
 
 
+def city_lookup(calls: list[str], seconds: float = 0.0) -> retinue.tools.Tool:
+    """A parallel-safe ``lookup(city)`` tool that records each city in *calls*, takes
+    *seconds*, and answers ``sunny``."""
+
+    @retinue.tool(parallel_safe=True)
+    async def lookup(city: str) -> str:
+        """Weather for a city.
+
+        Args:
+            city: The city name.
+        """
+        calls.append(city)
+        await trio.sleep(seconds)
+        return "sunny"
+
+    return lookup
+
+
 # -- log queries ---------------------------------------------------------------------------
 
 

@@ -103,25 +103,42 @@ async def test_jsonl_a_claimed_first_write_retried_after_a_failed_sync_stores_on
     not after the failed attempt's."""
     with trio.fail_after(REAL_DEADLINE):
         async with JSONLStore(tmp_path) as first, JSONLStore(tmp_path) as second:
-            await first.claim_new("s")
-            session = attach_undrained(first, "s")
-            with monkeypatch.context() as patch:
-                patch.setattr(JSONLBackend, "_sync", _failing_sync)
-                with pytest.raises(StoreError):
-                    await first.flush(session)
+            session = await _failed_first_write(
+                first, monkeypatch, (JSONLBackend, "_sync", _failing_sync)
+            )
             # A failed group's bytes hold no disk space until the retry: on a full disk they
             # would keep every other session's append failing.
             assert _bytes_under(tmp_path) == 0
             assert await refusal(lambda: second.claim_new("s")) == DUPLICATE
-            run_turn(session, "again")
-            await first.flush(session)
-            await first.detach(session)
-            assert lines((await second.load("s")).events) == lines(session.events)
+            await _retry_stores_it(first, second, session)
     assert _files(tmp_path) == ["s.jsonl"]
 
 
 def _failing_sync(backend: JSONLBackend, fds: list[int]) -> None:
     raise OSError(errno.EIO, "Input/output error")
+
+
+async def _failed_first_write(
+    store: JSONLStore, monkeypatch: pytest.MonkeyPatch, *patches: tuple[object, str, object]
+) -> Session:
+    """Claim ``s`` in *store* and attach it; its first write fails with *patches* set."""
+    await store.claim_new("s")
+    session = attach_undrained(store, "s")
+    with monkeypatch.context() as patch:
+        for target, name, value in patches:
+            patch.setattr(target, name, value)
+        with pytest.raises(StoreError):
+            await store.flush(session)
+    return session
+
+
+async def _retry_stores_it(first: JSONLStore, second: JSONLStore, session: Session) -> None:
+    """Another turn, then the retried flush stores the whole session, which *second* loads."""
+    run_turn(session, "again")
+    await first.flush(session)
+    assert await refusal(lambda: second.claim_new("s")) == DUPLICATE
+    await first.detach(session)
+    assert lines((await second.load("s")).events) == lines(session.events)
 
 
 async def test_jsonl_a_claimed_file_a_failed_group_could_not_take_out_keeps_the_claim(
@@ -141,20 +158,15 @@ async def test_jsonl_a_claimed_file_a_failed_group_could_not_take_out_keeps_the_
 
     with trio.fail_after(REAL_DEADLINE):
         async with JSONLStore(tmp_path) as first, JSONLStore(tmp_path) as second:
-            await first.claim_new("s")
-            session = attach_undrained(first, "s")
-            with monkeypatch.context() as patch:
-                patch.setattr(JSONLBackend, "_sync_directories", _failing_sync)
-                patch.setattr(os, "unlink", unlink)
-                with pytest.raises(StoreError):
-                    await first.flush(session)
+            session = await _failed_first_write(
+                first,
+                monkeypatch,
+                (JSONLBackend, "_sync_directories", _failing_sync),
+                (os, "unlink", unlink),
+            )
             assert len(failed_unlinks) == 1
             assert await refusal(lambda: second.claim_new("s")) == DUPLICATE
-            run_turn(session, "again")
-            await first.flush(session)
-            assert await refusal(lambda: second.claim_new("s")) == DUPLICATE
-            await first.detach(session)
-            assert lines((await second.load("s")).events) == lines(session.events)
+            await _retry_stores_it(first, second, session)
     assert _files(tmp_path) == ["s.jsonl"]
 
 

@@ -9,9 +9,9 @@ import trio
 import trio.testing
 
 import retinue
-from retinue import AgentOptions, tool
+from retinue import AgentOptions
 from retinue.testing import ScriptedModel
-from tests.helpers import DEADLINE
+from tests.helpers import DEADLINE, city_lookup
 
 
 async def test_tool_loop_calls_the_tools_for_a_prompt_after_a_cancelled_turns_results(
@@ -22,18 +22,7 @@ async def test_tool_loop_calls_the_tools_for_a_prompt_after_a_cancelled_turns_re
     still answered with calls, not taken for the results' answer; steering and context after
     results are still answered."""
     calls: list[str] = []
-
-    @tool(parallel_safe=True)
-    async def lookup(city: str) -> str:
-        """Weather for a city.
-
-        Args:
-            city: The city name.
-        """
-        calls.append(city)
-        await trio.sleep(5)
-        return "sunny"
-
+    lookup = city_lookup(calls, seconds=5)
     model = ScriptedModel.tool_loop(["lookup"], arguments={"lookup": '{"city": "Oslo"}'})
     with trio.fail_after(DEADLINE):
         async with retinue.open_runtime(models=model, tools=[lookup]) as rt:

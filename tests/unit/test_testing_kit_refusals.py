@@ -11,7 +11,7 @@ import pytest
 import trio
 
 import retinue
-from retinue import AgentOptions, tool
+from retinue import AgentOptions
 from retinue.providers import Finish, ModelRequest, Stop, TextDelta
 from retinue.stores import MemoryStore
 from retinue.testing import (
@@ -29,6 +29,7 @@ from retinue.testing import (
     Step,
     ToolCallSpec,
 )
+from tests.helpers import city_lookup
 
 
 def test_raise_mid_stream_refuses_an_exception_class() -> None:
@@ -223,17 +224,7 @@ def test_tool_loop_refuses_arguments_for_tools_it_never_calls() -> None:
 async def test_tool_loop_with_arguments_for_its_tools_runs_them() -> None:
     """R9.18: the loop still calls each named tool with its arguments, then answers."""
     ran: list[str] = []
-
-    @tool(parallel_safe=True)
-    async def lookup(city: str) -> str:
-        """Weather for a city.
-
-        Args:
-            city: The city name.
-        """
-        ran.append(city)
-        return "sunny"
-
+    lookup = city_lookup(ran)
     model = ScriptedModel.tool_loop(
         ["lookup"], calls_per_step=1, arguments={"lookup": '{"city": "Oslo"}'}
     )
