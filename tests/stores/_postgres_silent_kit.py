@@ -46,6 +46,11 @@ class Forwarder:
             while data := source.recv(65536):
                 while mute is not None and mute.is_set() and not self._closed.is_set():
                     self._closed.wait(0.05)
+                if mute is not None and mute.is_set():
+                    # Closed while muted: what the server never got, it never gets. Sent on
+                    # here, it could reach the server before close shut that socket, and
+                    # its answer the client, a statement "left unanswered" answered.
+                    return
                 sink.sendall(data)
             sink.shutdown(socket.SHUT_WR)  # the end of what one side sends reaches the other
 
