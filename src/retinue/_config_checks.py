@@ -9,13 +9,13 @@ the same problem either way.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 
 from retinue._errors import ConfigError
+from retinue._fresh_ids import FRESH_SUFFIX_SAMPLE
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions, cwd_problem, name_problem
 from retinue.stores._ids import MAX_ID_LENGTH, id_problem
@@ -45,8 +45,7 @@ __all__ = [
 
 # An entry without an exact id runs as ``<label>-session-<uuid4>`` (R13.3), an id
 # a store must accept: the label has to leave room for the suffix.
-_FRESH_SUFFIX = f"-session-{uuid.UUID(int=0)}"
-MAX_LABEL_LENGTH = MAX_ID_LENGTH - len(_FRESH_SUFFIX)
+MAX_LABEL_LENGTH = MAX_ID_LENGTH - len(FRESH_SUFFIX_SAMPLE)
 
 
 class InvalidValueError(ConfigError):
@@ -118,7 +117,7 @@ def label_problem(value: object) -> str | None:
             f"must be at most {MAX_LABEL_LENGTH} characters, got {len(value)}: a fresh session "
             f"id '<label>-session-<uuid4>' must fit in {MAX_ID_LENGTH}"
         )
-    problem = id_problem(value + _FRESH_SUFFIX)
+    problem = id_problem(value + FRESH_SUFFIX_SAMPLE)
     return None if problem is None else f"must be a valid label: {shown_short(value)} {problem}"
 
 

@@ -110,3 +110,32 @@ async def test_a_bus_and_registry_of_no_runtime_take_an_agent_handle_by_its_id(
     assert bus.hears("agent/status", "a")
     assert not bus.hears("agent/status", "b")
     assert (registry.get("echo", "a"), registry.get("echo", "b")) == (echo, None)
+
+
+@pytest.mark.parametrize("what", sorted(REGISTER))
+async def test_scoping_to_the_name_labelling_a_live_agents_id_is_refused(
+    autojump_clock: trio.testing.MockClock, what: str
+) -> None:
+    """R6.5, R9.3, R13.3: the name given to ``create_agent`` only labels a fresh id
+    (``<name>-session-<uuid4>``); passed where an id belongs while that agent lives and no
+    live agent has it as its id, a listener, tool or guard scoped to it would never be used:
+    a ValueError naming the agent's id, and nothing registered. An agent whose id is that
+    name is scoped by it; once no live agent is labelled by it, it registers for a later
+    agent of that id."""
+    heard: list[str] = []
+    register = REGISTER[what]
+    async with runtime(ScriptedModel(ECHO * 2), tools=[echo]) as rt:
+        writer = await rt.create_agent("writer", OPTIONS)
+        match = rf"^agent='writer' is the name labelling live agent '{writer.id}', not an agent id"
+        with pytest.raises(ValueError, match=match):
+            register(rt, "writer", heard)
+        assert not rt.hooks.has_listeners("tools/result")
+        assert rt.tools.get("echo", "writer") is echo
+        named = await rt.create_agent("other", OPTIONS, session_id="writer")
+        register(rt, "writer", heard)
+        assert (await named.ask("go")).reason.kind == "completed"
+        assert (await writer.ask("go")).reason.kind == "completed"
+        assert heard == [what]
+        await named.dispose()
+        await writer.dispose()
+        register(rt, "writer", heard)

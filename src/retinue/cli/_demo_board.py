@@ -16,6 +16,7 @@ from rich.live import Live
 from rich.table import Table
 
 import retinue
+from retinue._fresh_ids import label_of
 from retinue.session import Event, TurnEnd
 
 from ._output import discard_stdout
@@ -101,7 +102,7 @@ class Board:
         shown = room if len(self.rows) <= room else room - 1
         for agent_id, row in itertools.islice(self.rows.items(), shown):
             table.add_row(
-                agent_id.split("-session-")[0],
+                label_of(agent_id) or agent_id,
                 row.status,
                 str(row.turns),
                 str(row.steps),

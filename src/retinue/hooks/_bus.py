@@ -45,7 +45,9 @@ class HookBus:
     handle's agent dispatches on (``None`` for an object it does not know as
     a handle): scoping to a handle of an agent that dispatches on another bus
     is refused (:meth:`scope_of`). A bus of no runtime, without it, takes any
-    handle by its id.
+    handle by its id. *id_labelled*, given by the same runtime, finds the id of
+    a live agent that a string passed as an id labels, if no live agent has
+    that id: such a name is refused.
     """
 
     _listeners: dict[str, Seam] = attrs.field(factory=dict, init=False)
@@ -59,6 +61,9 @@ class HookBus:
     # tells its agents apart, so the bus compares the answer with itself.
     _bus_of: Callable[[object], HookBus | None] | None = attrs.field(
         default=None, kw_only=True, alias="bus_of"
+    )
+    _id_labelled: Callable[[str], str | None] | None = attrs.field(
+        default=None, kw_only=True, alias="id_labelled"
     )
 
     def on(self, name: str, fn: Listener, *, agent: object = None) -> Callable[[], None]:
@@ -114,10 +119,20 @@ class HookBus:
                 another bus (another runtime's, disposed or not): scoped by its
                 id here, what is registered would never hear it, would hear this
                 runtime's agent of that id, and would outlive its teardown;
-                or *agent* is the empty string, which no agent's id is.
+                or *agent* is the empty string, which no agent's id is; or a
+                name that labels a live agent's id (``<name>-session-<uuid4>``)
+                and is no live agent's id itself, so nothing would hear it.
             AgentDisposedError: *agent* is a disposed handle.
         """
-        return agent_scope(agent, None if self._bus_of is None else self._elsewhere)
+        scope = agent_scope(agent, None if self._bus_of is None else self._elsewhere)
+        if isinstance(agent, str) and self._id_labelled is not None:
+            labelled = self._id_labelled(agent)
+            if labelled is not None:
+                raise ValueError(
+                    f"agent={agent!r} is the name labelling live agent {labelled!r}, not an "
+                    "agent id: pass the agent's handle or its id"
+                )
+        return scope
 
     def _elsewhere(self, handle: object) -> bool:
         """Whether *handle*'s agent dispatches on another bus (another runtime's)."""

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import uuid
 
 import attrs
 
 from retinue._errors import ConfigError, SessionError, StoreError
+from retinue._fresh_ids import fresh_id
 from retinue._lossless import shown
 from retinue._options import AgentOptions
 from retinue.actors import Agent
@@ -151,7 +151,7 @@ def new_agent_id(name: object, session_id: str | None) -> str:
         )
     if session_id is not None:
         return session_id
-    agent_id = f"{name}-session-{uuid.uuid4()}"
+    agent_id = fresh_id(name)
     try:
         return check_session_id(agent_id)
     except StoreError as exc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, final
 
@@ -11,6 +10,7 @@ import attrs
 import trio
 
 from retinue._errors import RetinueError
+from retinue._fresh_ids import fresh_id
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions
 from retinue.config import AgentEntry, LoopConfig, ParallelCapSetting
@@ -74,7 +74,7 @@ async def start_configured_agents(rt: Runtime, config: LoopConfig) -> tuple[Agen
     await trio.lowlevel.checkpoint()
     started: list[Agent] = []
     for entry in config.agents:
-        session_id = entry.identity or f"{entry.id}-session-{uuid.uuid4()}"
+        session_id = entry.identity or fresh_id(entry.id)
         try:
             started.append(await _start_entry(rt, entry, session_id))
         except Exception as exc:

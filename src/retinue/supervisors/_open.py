@@ -33,6 +33,7 @@ from ._arguments import (
 )
 from ._cleanups import bus_of
 from ._configured import start_configured_agents
+from ._registry import AgentRegistry
 from ._runtime import Runtime
 from ._supervise import RestartPolicy
 
@@ -175,7 +176,8 @@ async def open_runtime(
     model, global_tools = models_of(models), tools_of(tools)
     prompt_variables, order = variables_of(variables), tool_order_of(tool_order)
     flush_timeout = flush_timeout_of(flush_timeout)
-    hooks = HookBus(bus_of=bus_of)
+    agents = AgentRegistry()
+    hooks = HookBus(bus_of=bus_of, id_labelled=agents.id_labelled)
     registry = ToolRegistry(hooks, global_tools)
     sections = persona_sections(system_prompt)
     the_store: SessionStore = store if store is not None else MemoryStore()
@@ -193,7 +195,7 @@ async def open_runtime(
             flush_timeout=flush_timeout,
         )
         supervising = _supervising(
-            services, runtime_slot, restart or RestartPolicy(), admission, config
+            services, runtime_slot, agents, restart or RestartPolicy(), admission, config
         )
         async with supervising as runtime:
             yield runtime
@@ -248,6 +250,7 @@ async def _close_store(  # noqa: ASYNC910 - the close is awaited; one that faile
 async def _supervising(
     services: LoopServices,
     runtime_slot: dict[str, Runtime],
+    agents: AgentRegistry,
     restart: RestartPolicy,
     admission: AdmissionController | None,
     config: LoopConfig | None,
@@ -265,7 +268,7 @@ async def _supervising(
     try:
         async with trio.open_nursery() as nursery:
             services.end_runtime = nursery.cancel_scope.cancel
-            runtime = Runtime(services, nursery, restart, admission=admission)
+            runtime = Runtime(services, nursery, restart, agents=agents, admission=admission)
             runtime_slot["runtime"] = runtime
             try:
                 try:

@@ -7,6 +7,7 @@ from typing import final
 
 import attrs
 
+from retinue._fresh_ids import label_of
 from retinue.actors import Agent
 
 __all__ = ["AgentRegistry"]
@@ -24,6 +25,9 @@ class AgentRegistry:
     """
 
     _agents: dict[str, Agent] = attrs.field(factory=dict, init=False)
+    # Live ids by the name that labels them (``<name>-session-<uuid4>``), so that a
+    # name passed where an id belongs is told apart at once, however many agents live.
+    _labelled: dict[str, dict[str, None]] = attrs.field(factory=dict, init=False)
 
     def __repr__(self) -> str:
         # A count, not every agent: a registry may hold thousands.
@@ -36,6 +40,17 @@ class AgentRegistry:
     def list(self) -> list[Agent]:
         """Every live agent, in creation order."""
         return list(self._agents.values())
+
+    def id_labelled(self, name: str) -> str | None:
+        """A live agent's id that *name* labels, when *name* is no live agent's id itself.
+
+        The name given to ``create_agent`` labels a fresh id, ``<name>-session-<uuid4>``:
+        what takes an agent id uses this to tell a name passed for one.
+        """
+        if name in self._agents:
+            return None
+        ids = self._labelled.get(name)
+        return None if not ids else next(iter(ids))
 
     def __contains__(self, agent_id: object) -> bool:
         return agent_id in self._agents
@@ -51,7 +66,17 @@ class AgentRegistry:
     def _add(self, agent: Agent) -> None:
         """Register *agent*, as its runtime publishes it."""
         self._agents[agent.id] = agent
+        label = label_of(agent.id)
+        if label is not None:
+            self._labelled.setdefault(label, {})[agent.id] = None
 
     def _remove(self, agent_id: str) -> None:
         """Forget *agent_id*, as its runtime tears it down."""
-        self._agents.pop(agent_id, None)
+        if self._agents.pop(agent_id, None) is None:
+            return
+        label = label_of(agent_id)
+        ids = None if label is None else self._labelled.get(label)
+        if label is not None and ids is not None:
+            ids.pop(agent_id, None)
+            if not ids:
+                del self._labelled[label]
