@@ -22,7 +22,7 @@ from retinue.stores._backend import AppendBatch
 from retinue.stores._ids import bucket_name
 from retinue.stores._jsonl import JSONLBackend
 from retinue.stores._jsonlclaims import NewClaims
-from retinue.stores._jsonlfiles import link_temporary, remove_leftovers
+from retinue.stores._jsonlfiles import MARKERS_DIRECTORY, link_temporary, remove_leftovers
 from tests.stores._jsonl_files_kit import descriptors_filled, session_of
 from tests.stores._kit import REAL_DEADLINE, attach_undrained, lines, refusal, run_turn
 
@@ -287,3 +287,30 @@ def test_jsonl_a_held_file_linked_as_a_temporary_is_swept_only_once_its_lock_is_
     remove_leftovers(tmp_path)
     assert not temporary.exists()
     assert not marker.exists()
+
+
+async def test_jsonl_an_unclaimed_session_whose_bucket_lies_on_another_file_system_is_created(
+    tmp_path: Path, other_file_system: Path
+) -> None:
+    """R11.3, R11.12: a first write with no claim (an import: ``attach_new`` alone) into a
+    bucket on another file system cannot link its temporary there as the id's marker under
+    the root: a claim of the id, taken for the write, marks it instead, and is given up once
+    the file is linked in (no marker is left). Another store is refused the id while it is
+    attached, and loads it once detached."""
+    root = tmp_path / "sessions"
+    root.mkdir()
+    (root / bucket_name("/there")).symlink_to(other_file_system)
+    session = Session.create("s", cwd="/there")
+    run_turn(session)
+    with trio.fail_after(REAL_DEADLINE):
+        async with JSONLStore(root) as store:
+            store.attach_new(session)
+            await store.flush(session)
+            async with JSONLStore(root) as other:
+                assert await refusal(lambda: other.claim_new("s")) == DUPLICATE
+            await store.detach(session)
+        async with JSONLStore(root) as other:
+            assert lines((await other.load("s")).events) == lines(session.events)
+    assert _files(other_file_system) == ["s.jsonl"]
+    markers = root / MARKERS_DIRECTORY
+    assert not markers.exists() or list(markers.iterdir()) == []

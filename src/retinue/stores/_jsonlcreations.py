@@ -73,18 +73,46 @@ class SessionFileCreations(SessionFileReads):
             new = self._claims_file(batch, path, group) if claimed else None
             if new is None:
                 new = self._own_temporary(batch, path, group)
+            claimed_here = False
             try:
                 # A claimed id's marker is held already: the claim keeps it until linked in.
                 if not claimed:
-                    new.marker = mark_creation(new.temporary, self._root, path.stem)
-                elsewhere = not claimed and new.marker is None
+                    claimed_here = self._mark(new, path)
+                elsewhere = not claimed and not claimed_here and new.marker is None
                 if not elsewhere and self._find(batch.session_id) is None:
                     return new
             except BaseException:
-                discard(new)
+                self._undo_create(new, claimed_here=claimed_here)
                 raise
-        discard(new)
+        self._undo_create(new, claimed_here=claimed_here)
         raise held_elsewhere(batch.session_id) if elsewhere else already_exists(batch.session_id)
+
+    def _mark(self, new: NewFile, path: Path) -> bool:
+        """Mark *new* as its id's one creation; whether a claim of the id was taken for it.
+
+        Its marker is its temporary linked under the root. A bucket on another
+        file system (mounted, or a link to a folder there) cannot be linked from
+        there: a claim of the id stands for the marker instead, as a claimed
+        first write's does, given up once the file is linked in (kept for the
+        retry when the group fails). ``new.marker`` stays ``None`` and no claim is
+        taken while a live writer is creating the id.
+        """
+        try:
+            new.marker = mark_creation(new.temporary, self._root, path.stem)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            try:
+                return self._creating.take(new.session_id)
+            except StoreError as refused:
+                if refused.code != "SESSION_LOCKED":  # a live writer is creating the id
+                    raise
+        return False
+
+    def _undo_create(self, new: NewFile, *, claimed_here: bool) -> None:
+        discard(new)
+        if claimed_here:
+            self._creating.drop(new.session_id)
 
     def _claims_file(self, batch: AppendBatch, path: Path, group: Group) -> NewFile | None:
         """The claim's own locked file, emptied and linked beside *path* as the temporary to
