@@ -101,6 +101,24 @@ async def test_tools_that_are_no_tools_are_refused_before_anything_is_made(
         assert (await agent.ask("hi")).text == "ok"
 
 
+@pytest.mark.parametrize(
+    ("tools", "words"),
+    [
+        (lookup, "collection of Tools"),
+        (["lookup"], r"tools\[0\] must be a Tool"),
+        ([lookup, lookup], 'tools\\[1\\]: tool "lookup" is given twice'),
+    ],
+)
+async def test_the_runtimes_tools_are_refused_as_an_agents_are(
+    autojump_clock: trio.testing.MockClock, tools: Any, words: str
+) -> None:
+    """R12.4: ``open_runtime(tools=...)`` refuses what ``create_agent(tools=...)`` refuses,
+    in the same words, before the runtime opens."""
+    with pytest.raises(ConfigError, match=words):
+        async with retinue.open_runtime(models=ScriptedModel([]), tools=tools):
+            pytest.fail("the runtime opened")
+
+
 async def test_a_failed_setup_takes_the_tools_with_it(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -172,11 +172,6 @@ def with_tools(registry: ToolRegistry, tools: object, setup: Setup | None) -> Se
     if tools is None:
         return setup
     given = tools_of(tools)
-    names: set[str] = set()
-    for index, tool in enumerate(given):
-        if tool.name in names:
-            raise ConfigError(f'tools[{index}]: tool "{tool.name}" is given twice')
-        names.add(tool.name)
     if not given:
         return setup
 

@@ -169,15 +169,18 @@ def models_of(models: Model | Mapping[str, Model]) -> Model:
 
 
 def tools_of(tools: object) -> tuple[Tool, ...]:
-    """*tools*, a collection of :class:`Tool` (the runtime's, or one agent's own), as a tuple."""
+    """*tools*, a collection of :class:`Tool` of distinct names (the runtime's, or one
+    agent's own), as a tuple."""
     if collection_error(tools) is not None or not isinstance(tools, Iterable):
         raise ConfigError(f"tools must be a collection of Tools, got {shown_short(tools)}")
-    listed: list[Tool] = []
+    listed: dict[str, Tool] = {}
     for index, item in enumerate(tools):
         if not isinstance(item, Tool):
             raise ConfigError(f"tools[{index}] must be a Tool, got {shown_short(item)}")
-        listed.append(item)
-    return tuple(listed)
+        if item.name in listed:
+            raise ConfigError(f'tools[{index}]: tool "{item.name}" is given twice')
+        listed[item.name] = item
+    return tuple(listed.values())
 
 
 def variables_of(variables: Mapping[str, str | None] | None) -> dict[str, str | None]:
