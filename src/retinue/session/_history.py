@@ -44,11 +44,24 @@ def _quoted(kind: str) -> str:
 
 def _envelope(tag: str, kind: str, content: tuple[ContentBlock, ...]) -> Message:
     opening = Text(f"<{tag} source={_quoted(kind)}>")
-    return Message("user", (opening, *content, Text(f"</{tag}>")))
+    return Message("user", (opening, *map(_inert, content), Text(f"</{tag}>")))
 
 
 ENVELOPE_TAGS = ("context", "steering")
 """The tags :func:`project` wraps context and steering in, ``<context source="...">``."""
+
+# An envelope's tag written inside one: text from a fetched page, say, could close its
+# context and open a steering of the user's, which the model could not tell apart.
+_TAG_INSIDE = re.compile(rf"<(/?(?:{'|'.join(ENVELOPE_TAGS)}))(?=[\s>/]|$)", re.IGNORECASE)
+
+
+def _inert(block: ContentBlock) -> ContentBlock:
+    """*block* with every envelope tag in its text written ``&lt;tag``, so it opens none."""
+    if type(block) is not Text or "<" not in block.text:
+        return block
+    text = _TAG_INSIDE.sub(r"&lt;\1", block.text)
+    return block if text == block.text else Text(text)
+
 
 # The opening's start and the closing of each envelope _envelope makes.
 _ENVELOPES = tuple((f"<{tag} source=", f"</{tag}>") for tag in ENVELOPE_TAGS)
