@@ -25,6 +25,11 @@ if [[ "${1:-}" == "stop" ]]; then
     rm -rf "$dir"
     exit 0
 fi
+if (($#)); then
+    # The cluster's directory is always a new temp dir, printed as RETINUE_TEST_POSTGRES_DIR.
+    log "usage: postgres.sh | postgres.sh stop DIR (takes no other argument: got '$1')"
+    exit 2
+fi
 
 find_bindir() {
     local candidate

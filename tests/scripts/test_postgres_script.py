@@ -184,3 +184,20 @@ def _wait_for(marker: Path, script: subprocess.Popen[str]) -> None:
         assert script.poll() is None, script.communicate()
         select.select([], [], [], 0.1)  # a pause without time.sleep, which the suite bans
     raise AssertionError(f"{marker} never appeared")
+
+
+def test_an_argument_it_does_not_take_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """A directory given to the script would be ignored (its cluster goes to a new temp dir):
+    refused with its usage, exit status 2, nothing made."""
+    folder = tmp_path / "data"
+    run = subprocess.run(
+        ["bash", str(SCRIPT), str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=SCRIPT_TIMEOUT,
+        check=False,
+    )
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert "usage: postgres.sh" in run.stderr
+    assert not folder.exists()
