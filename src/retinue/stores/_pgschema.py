@@ -353,6 +353,9 @@ def connect_cancellably(
             if not wanted[0]:
                 if not isinstance(result, BaseException):
                     result.close()
+                # A failure's traceback holds this frame, which holds the failure: a cycle
+                # that would keep the failed attempt's socket open until the cyclic GC ran.
+                del result
                 return
             made.append(result)
         done.set()
