@@ -348,3 +348,39 @@ async def test_scheduler_starts_no_call_after_a_body_interrupted_by_ctrl_c(
     assert codes(events) == {"c0": None, "c1": "ABORTED", "c2": "ABORTED_BEFORE_DISPATCH"}
     assert turn_ends(events) == ["disposed"]
     check_pairing(events)
+
+
+async def test_a_scheduler_failure_is_not_lost_to_an_abort_landing_while_started_bodies_finish(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R9.22, R7.39, R7.45: the scheduler fails (an observer raising on c2's ``tool/call``)
+    while c1's body runs; a cancel landing while the scheduler waits for that body does not
+    replace the failure: it is reported on ``agent/error`` and the turn ends ``error``."""
+    probe = Probe()
+    read = timed_tool("read", probe)
+    model = ScriptedModel(
+        [CallTools([spec("read", "c1", 10), spec("read", "c2", 0)]), Reply("after")]
+    )
+    errors: list[BaseException] = []
+
+    def explode(_session: object, event: Event) -> None:
+        if isinstance(event.data, ToolCallEvent) and event.data.call_id == "c2":
+            raise RuntimeError("observer exploded")
+
+    async with runtime(model, tools=[read]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        rt.hooks.on("session/event", explode, agent=agent)
+        rt.hooks.on("agent/error", lambda _a, _t, _s, error: errors.append(error), agent=agent)
+        answers: list[retinue.TurnResult] = []
+
+        async def ask() -> None:
+            answers.append(await agent.ask("go"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask)
+            await trio.sleep(1)
+            agent.cancel("user stop")
+        assert [str(error) for error in errors] == ["observer exploded"]
+        assert answers[0].reason.kind == "error"
+        assert answers[0].reason.message == "observer exploded"
+        check_session_invariants(agent.session.events)

@@ -167,11 +167,14 @@ async def _pool(step: _StepTools, start: int, lead: Tool, nursery: trio.Nursery)
                 await _next_settled(step)
             else:
                 break  # aborted: the calls never started get synthetic results
-    except Exception:
+    except Exception as exc:
         # R9.22, T-S6: a failure of the scheduler itself (an observer raising on an
         # append) starts nothing more, but lets the bodies already running finish:
         # a tool is not cut off halfway by another's bookkeeping. The turn's error
-        # path then logs what they returned.
+        # path then logs what they returned. Recorded before the wait (R7.45): an
+        # abort landing meanwhile raises its Cancelled in place of this failure,
+        # which would otherwise end the turn aborted with no trace of it (R7.39).
+        step.state.record_error(exc)
         while step.in_flight:
             await _next_settled(step)
         raise
