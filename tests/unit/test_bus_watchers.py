@@ -261,3 +261,40 @@ def test_drop_scope_leaves_nothing_behind_when_a_watcher_raises_keyboard_interru
         bus.drop_scope("A")
     for seam in ("agent/pre-step", "session/event", "tools/result"):
         assert not bus.has_listeners(seam), seam
+
+
+def test_a_scope_watcher_hears_only_what_changes_whether_its_agent_is_heard() -> None:
+    """R6.5: a listener scoped to another agent calls no scope watcher of this one; this
+    agent's own scoped listener, a listener of every agent, and the drop of this agent's
+    scope each call it, once per change of whether its dispatch is heard."""
+    bus = HookBus()
+    heard: list[bool] = []
+    bus.watch_scope(SEAM, "a", lambda: heard.append(bus.hears(SEAM, "a")))
+    assert heard == [False]
+    bus.on(SEAM, lambda *_: None, agent="b")()
+    assert heard == [False], "another agent's listener changes nothing here"
+    own = bus.on(SEAM, lambda *_: None, agent="a")
+    second = bus.on(SEAM, lambda *_: None, agent="a")
+    assert heard == [False, True]
+    own()
+    assert heard == [False, True], "one of its listeners is left"
+    second()
+    assert heard == [False, True, False]
+    shared = bus.on(SEAM, lambda *_: None)
+    bus.on(SEAM, lambda *_: None, agent="a")
+    assert heard == [False, True, False, True], "already heard through the shared listener"
+    shared()
+    assert heard[-1] is True, "still heard through its own listener"
+    bus.drop_scope("a")
+    assert heard[-1] is False
+
+
+def test_a_scope_unwatch_stops_its_calls() -> None:
+    """An unwatch of a scope watch is idempotent and ends its calls."""
+    bus = HookBus()
+    calls: list[str] = []
+    unwatch = bus.watch_scope(SEAM, "a", _counter(calls, "a"))
+    unwatch()
+    unwatch()
+    bus.on(SEAM, lambda *_: None, agent="a")
+    assert calls == ["a"]

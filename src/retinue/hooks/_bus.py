@@ -56,6 +56,11 @@ class HookBus:
     # Keyed by a token per watch, so an unwatch finds its own entry at once
     # (every agent watches session/event, and agents are disposed in any order).
     _watchers: dict[str, dict[object, Callable[[], object]]] = attrs.field(factory=dict, init=False)
+    # Watches of whether one agent's dispatch of a seam is heard, by seam, then agent id:
+    # a listener scoped to one agent wakes only that agent's, not every agent's.
+    _scope_watchers: dict[str, dict[str, dict[object, Callable[[], object]]]] = attrs.field(
+        factory=dict, init=False
+    )
     _orders: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
     # A lookup, not a yes-or-no about ownership: a runtime builds its bus before what
     # tells its agents apart, so the bus compares the answer with itself.
@@ -89,11 +94,14 @@ class HookBus:
         first = seam is None
         if seam is None:
             seam = self._listeners[name] = Seam()
+        heard = seam.heard_by(entry.scope)
         seam.add(entry)
         if entry.scope is not None:
             self._scopes.setdefault(entry.scope, set()).add(name)
         if first:
             self._notify(name)
+        if not heard:
+            self._notify_scopes(name, entry.scope)
 
         def unregister() -> None:
             current = self._listeners.get(name)
@@ -104,6 +112,8 @@ class HookBus:
             if not current:
                 del self._listeners[name]
                 self._notify(name)
+            if name in self._scope_watchers and not current.heard_by(entry.scope):
+                self._notify_scopes(name, entry.scope)
 
         return unregister
 
@@ -182,11 +192,54 @@ class HookBus:
             raise
         return unwatch
 
+    def watch_scope(self, name: str, scope: str, fn: Callable[[], object]) -> Callable[[], None]:
+        """Call *fn* now and whenever whether *scope*'s dispatch of *name* is heard may change.
+
+        *fn* reads :meth:`hears` ``(name, scope)``: a listener scoped to another
+        agent does not call it. Takes and raises as :meth:`watch`; returns its unwatch.
+        """
+        seam_mode(name)
+        check_callable(fn, "watchers", synchronous=True)
+        token = object()
+        scopes = self._scope_watchers.setdefault(name, {})
+        watchers = scopes.setdefault(scope, {})
+        watchers[token] = fn
+
+        def unwatch() -> None:
+            # Tables are dropped only once empty, so both are still the current ones.
+            if watchers.pop(token, None) is not None and not watchers:
+                del scopes[scope]
+                if not scopes:
+                    del self._scope_watchers[name]
+
+        try:
+            refuse_coroutine(name, fn, fn(), "watchers")
+        except BaseException:
+            unwatch()
+            raise
+        return unwatch
+
+    def _notify_scopes(self, name: str, scope: str | None) -> None:
+        """Call the scope watchers of *name* whose answer may have changed: *scope*'s, or
+        every agent's when *scope* is None (a listener of every agent came or went)."""
+        scopes = self._scope_watchers.get(name)
+        if not scopes:
+            return
+        if scope is None:
+            tables = list(scopes.values())
+        else:
+            own = scopes.get(scope)
+            tables = [] if own is None else [own]
+        self._call_watchers(name, [fn for table in tables for fn in table.values()])
+
     def _notify(self, name: str) -> None:
+        watchers = self._watchers.get(name)
+        self._call_watchers(name, list(watchers.values()) if watchers else [])
+
+    def _call_watchers(self, name: str, watchers: list[Callable[[], object]]) -> None:
         # Contained: a raising watcher must not leave a registration half done
         # or stop a teardown's drop_scope partway.
-        watchers = self._watchers.get(name)
-        for fn in list(watchers.values()) if watchers else ():
+        for fn in watchers:
             try:
                 refuse_coroutine(name, fn, fn(), "watchers")
             except BaseException as exc:
@@ -202,16 +255,21 @@ class HookBus:
         of *scope*'s listeners for a later agent of the same id.
         """
         emptied: list[str] = []
+        unheard: list[str] = []
         for name in sorted(self._scopes.pop(scope, ())):
             seam = self._listeners.get(name)
             if seam is None:
                 continue
             seam.scoped.pop(scope, None)
+            if not seam.shared:
+                unheard.append(name)
             if not seam:
                 del self._listeners[name]
                 emptied.append(name)
         for name in emptied:
             self._notify(name)
+        for name in unheard:
+            self._notify_scopes(name, scope)
 
     def has_listeners(self, name: str) -> bool:
         """Whether any listener is registered for *name* (scoped or not).

@@ -19,18 +19,19 @@ class EventRelay:
     The relay would otherwise cost a call on every append of every agent.
     """
 
-    __slots__ = ("_detach", "_hooks", "_relay", "_session")
+    __slots__ = ("_agent_id", "_detach", "_hooks", "_relay", "_session")
 
     def __init__(self, hooks: HookBus, session: Session, agent_id: str) -> None:
         self._hooks = hooks
         self._session = session
+        self._agent_id = agent_id
         # A partial, not a lambda: it runs on every append while attached.
         self._relay = partial(hooks.emit_raising, "session/event", session, scope=agent_id)
         self._detach: Callable[[], None] | None = None
 
     def toggle(self) -> None:
-        """Observe the session while ``session/event`` has listeners, else stop."""
-        if not self._hooks.has_listeners("session/event"):
+        """Observe the session while a ``session/event`` listener hears this agent, else stop."""
+        if not self._hooks.hears("session/event", self._agent_id):
             self.detach()
         elif self._detach is None:
             self._detach = self._session.observe(self._relay)

@@ -432,7 +432,7 @@ class Runtime:
         mark_driven(core.session)
         hooks = self._services.hooks
         relay = EventRelay(hooks, core.session, agent.id)
-        self.scoped(agent, hooks.watch("session/event", relay.toggle))
+        self.scoped(agent, hooks.watch_scope("session/event", agent.id, relay.toggle))
         self.scoped(agent, relay.detach)
         self.agents._add(agent)
         try:
