@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 import trio
 
-from retinue import Text
+from retinue import ModelError, Text
 from retinue._request import ModelRequest
 from retinue._stream import STOP, BlockEnd, BlockStart, Finish, StreamChunk, TextDelta
 from retinue.providers import Usage
-from retinue.session import AssistantMessage, Event, ToolResultEvent
+from retinue.session import AssistantMessage, Event, ToolResultEvent, TurnEnd
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec, check_session_invariants
 from tests.helpers import (
     OPTIONS,
@@ -260,3 +260,77 @@ async def test_an_iterable_stream_that_makes_no_iterator_ends_the_turn_and_is_cl
     assert result.reason.kind == "error"
     assert message in (result.reason.message or "")
     assert model.closed == 1
+
+
+class _FailingTwice:
+    """A stream that fails after its first chunk, and whose close fails too."""
+
+    def __init__(self) -> None:
+        self._sent = False
+        self.closed = 0
+
+    def stream(self, request: ModelRequest) -> _FailingTwice:
+        return self
+
+    def __aiter__(self) -> _FailingTwice:
+        return self
+
+    async def __anext__(self) -> StreamChunk:
+        await trio.lowlevel.checkpoint()
+        if self._sent:
+            raise ModelError("the stream broke", code="STREAM_ERROR")
+        self._sent = True
+        return BlockStart(0, "text")
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+        self.closed += 1
+        raise RuntimeError("the response would not release")
+
+
+async def test_a_failed_close_of_a_failed_stream_leaves_the_streams_own_failure(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R7.45, R10.3: a stream that fails, and whose close fails as well, ends the turn with
+    the stream's own failure (its code and message); the close's failure is logged."""
+    model = _FailingTwice()
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        result = await agent.ask("hi")
+    assert (result.reason.kind, result.reason.code) == ("error", "STREAM_ERROR")
+    assert result.reason.message == "the stream broke"
+    assert model.closed == 1
+    assert "closing a failed model stream failed too" in caplog.text
+
+
+class _HangingThenFailingClose(_FailingTwice):
+    """A stream that hangs after its first chunk, and whose close fails."""
+
+    async def __anext__(self) -> StreamChunk:
+        if self._sent:
+            await trio.sleep_forever()
+        return await super().__anext__()
+
+    async def aclose(self) -> None:
+        # Failing at once: under the cancel, a checkpoint first would raise Cancelled instead.
+        self.closed += 1
+        raise RuntimeError("the response would not release")
+
+
+async def test_a_failed_close_of_a_cancelled_stream_leaves_the_cancel(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R7.40, R10.2: a cancel that lands while the stream waits closes it; a close that fails
+    then is logged, and the turn ends ``aborted`` as cancelled, not ``error``."""
+    model = _HangingThenFailingClose()
+    async with runtime(model) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.ask, "hi")
+            await trio.sleep(1)
+            agent.cancel("enough")
+        result = agent.session.events[-1].data
+    assert isinstance(result, TurnEnd)
+    assert (result.reason.kind, result.reason.reason) == ("aborted", "enough")
+    assert model.closed == 1
+    assert "closing a failed model stream failed too" in caplog.text

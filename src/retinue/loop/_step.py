@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import AsyncIterator
 from typing import Any, final
 
@@ -36,6 +37,8 @@ from ._scheduler import run_tool_calls
 from ._state import StepCalls, TurnState
 
 __all__ = ["header_event", "run_step"]
+
+log = logging.getLogger("retinue.loop")
 
 
 def seed_config(core: AgentCore) -> LlmCallConfig:
@@ -199,8 +202,10 @@ async def _stream(
                 logged(append_chunk(turn, step, chunk))
                 if type(chunk) is Finish:
                     break  # its end (R10.2): one held open after it would hold the turn
-        finally:
-            await _closed(reader)  # the stream itself, if it made no iterator
+        except BaseException:
+            await _closed_after_failure(reader)
+            raise
+        await _closed(reader)  # the stream itself, if it made no iterator
     except BaseException as exc:
         _note_failed_usage(state, assembler)
         # Judged as a listener's or a tool body's: only Ctrl-C and a real cancel go
@@ -286,6 +291,16 @@ async def _closed(chunks: AsyncIterator[StreamChunk]) -> None:  # noqa: ASYNC910
     aclose = getattr(chunks, "aclose", None)
     if aclose is not None:
         await aclose()
+
+
+async def _closed_after_failure(chunks: AsyncIterator[StreamChunk]) -> None:  # noqa: ASYNC910 - as _closed
+    """:func:`_closed`, for a stream whose reading failed: a failure of the close itself
+    (an SDK whose response fails to release) is logged, as the stream's own failure is
+    what ends the turn."""
+    try:
+        await _closed(chunks)
+    except Exception:
+        log.warning("closing a failed model stream failed too", exc_info=True)
 
 
 _FAILED = (Errored, Aborted)
