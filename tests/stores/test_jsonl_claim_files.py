@@ -209,16 +209,23 @@ def other_file_system(tmp_path: Path) -> Iterator[Path]:
         yield Path(folder)
 
 
-async def test_jsonl_a_claimed_session_whose_bucket_lies_on_another_file_system_is_created(
-    tmp_path: Path, other_file_system: Path
-) -> None:
-    """R11.3, R11.12: no link reaches a bucket on another file system (mounted, or a link to a
-    folder there) from the claim's marker: the first write takes a temporary of its own there."""
+def _bucket_elsewhere(tmp_path: Path, other_file_system: Path) -> tuple[Path, Session]:
+    """A store root whose ``/there`` bucket links to a folder on *other_file_system*, and a
+    session at ``/there`` holding a turn."""
     root = tmp_path / "sessions"
     root.mkdir()
     (root / bucket_name("/there")).symlink_to(other_file_system)
     session = Session.create("s", cwd="/there")
     run_turn(session)
+    return root, session
+
+
+async def test_jsonl_a_claimed_session_whose_bucket_lies_on_another_file_system_is_created(
+    tmp_path: Path, other_file_system: Path
+) -> None:
+    """R11.3, R11.12: no link reaches a bucket on another file system (mounted, or a link to a
+    folder there) from the claim's marker: the first write takes a temporary of its own there."""
+    root, session = _bucket_elsewhere(tmp_path, other_file_system)
     with trio.fail_after(REAL_DEADLINE):
         async with JSONLStore(root) as store:
             await store.claim_new("s")
@@ -297,11 +304,7 @@ async def test_jsonl_an_unclaimed_session_whose_bucket_lies_on_another_file_syst
     the root: a claim of the id, taken for the write, marks it instead, and is given up once
     the file is linked in (no marker is left). Another store is refused the id while it is
     attached, and loads it once detached."""
-    root = tmp_path / "sessions"
-    root.mkdir()
-    (root / bucket_name("/there")).symlink_to(other_file_system)
-    session = Session.create("s", cwd="/there")
-    run_turn(session)
+    root, session = _bucket_elsewhere(tmp_path, other_file_system)
     with trio.fail_after(REAL_DEADLINE):
         async with JSONLStore(root) as store:
             store.attach_new(session)

@@ -173,24 +173,8 @@ class HookBus:
         """
         seam_mode(name)
         check_callable(fn, "watchers", synchronous=True)
-        token = object()
         watchers = self._watchers.setdefault(name, {})
-        watchers[token] = fn
-
-        def unwatch() -> None:
-            # A table is dropped only once empty, so *watchers* is still the current one.
-            if watchers.pop(token, None) is not None and not watchers:
-                del self._watchers[name]
-
-        try:
-            # A lambda over an async function passes the registration check; what it
-            # returns would never run, each call warning only of a coroutine never awaited.
-            refuse_coroutine(name, fn, fn(), "watchers")
-        except BaseException:
-            # The caller gets no unwatch: a registration left behind could never be removed.
-            unwatch()
-            raise
-        return unwatch
+        return _watching(name, fn, watchers, lambda: self._watchers.pop(name))
 
     def watch_scope(self, name: str, scope: str, fn: Callable[[], object]) -> Callable[[], None]:
         """Call *fn* now and whenever whether *scope*'s dispatch of *name* is heard may change.
@@ -200,24 +184,14 @@ class HookBus:
         """
         seam_mode(name)
         check_callable(fn, "watchers", synchronous=True)
-        token = object()
         scopes = self._scope_watchers.setdefault(name, {})
-        watchers = scopes.setdefault(scope, {})
-        watchers[token] = fn
 
-        def unwatch() -> None:
-            # Tables are dropped only once empty, so both are still the current ones.
-            if watchers.pop(token, None) is not None and not watchers:
-                del scopes[scope]
-                if not scopes:
-                    del self._scope_watchers[name]
+        def forget() -> None:
+            del scopes[scope]
+            if not scopes:
+                del self._scope_watchers[name]
 
-        try:
-            refuse_coroutine(name, fn, fn(), "watchers")
-        except BaseException:
-            unwatch()
-            raise
-        return unwatch
+        return _watching(name, fn, scopes.setdefault(scope, {}), forget)
 
     def _notify_scopes(self, name: str, scope: str | None) -> None:
         """Call the scope watchers of *name* whose answer may have changed: *scope*'s, or
@@ -487,3 +461,30 @@ def _passing_on(group: BaseExceptionGroup[BaseException]) -> BaseException:
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     first = group.exceptions[0]
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+def _watching(
+    name: str,
+    fn: Callable[[], object],
+    watchers: dict[object, Callable[[], object]],
+    forget: Callable[[], object],
+) -> Callable[[], None]:
+    """Add *fn* to *watchers* and call it once; returns its unwatch, which calls *forget*
+    as it leaves the table empty."""
+    token = object()
+    watchers[token] = fn
+
+    def unwatch() -> None:
+        # A table is forgotten only once empty, so *watchers* is still the current one.
+        if watchers.pop(token, None) is not None and not watchers:
+            forget()
+
+    try:
+        # A lambda over an async function passes the registration check; what it
+        # returns would never run, each call warning only of a coroutine never awaited.
+        refuse_coroutine(name, fn, fn(), "watchers")
+    except BaseException:
+        # The caller gets no unwatch: a registration left behind could never be removed.
+        unwatch()
+        raise
+    return unwatch
