@@ -369,3 +369,39 @@ async def test_a_delegating_store_s_own_flush_is_bounded_by_the_flush_timeout(
         await agent.dispose()
         assert len(rt.agents) == 0
     assert trio.current_time() - started < 60
+
+
+@pytest.mark.parametrize("durable", [False, True], ids=["in-memory", "durable"])
+async def test_a_run_of_failed_flushes_warns_of_its_first_its_tenth_and_its_end(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture, durable: bool
+) -> None:
+    """R7.49: every failed flush reaches ``agent/error``; the log warns of the first of a run,
+    of the 10th (then the 100th, ...), and of the flush that ends it, as a store that is down
+    fails every turn of every agent: the other failures are debug records. The agent's final
+    flush, at its teardown, ends the last run."""
+    backend, buffered = _failing_once()
+    store = _CountingWrapper(buffered) if durable else buffered
+    assert store.durable is durable
+    caplog.set_level("WARNING", logger="retinue.loop")
+    async with runtime(_model(), store=store) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        reported = _reported_errors(rt)
+        for _ in range(12):
+            backend.fail_next = True
+            assert (await agent.ask("fails")).reason.kind == "completed"
+        assert (await agent.ask("stored")).reason.kind == "completed"
+        backend.fail_next = True
+        assert (await agent.ask("fails again")).reason.kind == "completed"
+    assert len(reported) == 13
+    failed = f"flush of session {agent.id} failed"
+    succeeded = f"flush of session {agent.id} succeeded again"
+    expected = [
+        f"{failed}: ",
+        f"{failed} (10 failures in a row): ",
+        f"{succeeded} (failed before: 12)",
+        f"{failed}: ",
+        f"{succeeded} (failed before: 1)",  # the final flush, at the agent's teardown
+    ]
+    logged = [record.getMessage() for record in caplog.records]
+    assert len(logged) == len(expected)
+    assert all(message.startswith(start) for message, start in zip(logged, expected, strict=True))

@@ -190,6 +190,8 @@ class AgentCore:
     """A background flush was requested and has not begun (R2.21, R12.9)."""
     flushed_upto: int = 0
     """How many events the last flush begun covers."""
+    flush_failures: int = 0
+    """The flushes that failed in a row: each is reported, the first alone logged as a warning."""
     flush_rounds: FlushRounds = attrs.field(factory=FlushRounds)
     crashed_batch: CrashedBatch | None = None
     """The batch a driver crash left unanswered, until its supervisor takes it."""

@@ -53,6 +53,9 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
                 await store.flush(core.session)
         except FAILURE_OF_TAKES as exc:
             _flush_failed(core, turn, step, failure_of(exc, _STORE, StoreError))
+        else:
+            if core.flush_failures:
+                _recovered(core)
         return  # noqa: ASYNC910 - the driver waits for its mailbox next, a schedule point every turn
     await flush_shielded(core, turn, step)
 
@@ -63,6 +66,7 @@ async def flush_shielded(core: AgentCore, turn: int, step: int) -> None:
     For a caller a cancel from outside (or Ctrl-C) is unwinding: there, any
     await outside the shield raises again, an in-memory store's too.
     """
+    failures = core.flush_failures
     core.flushed_upto = len(core.session.events)
     timeout = core.services.flush_timeout  # seconds above 0, or math.inf for no bound
     unfinished = [_STORE]
@@ -80,6 +84,8 @@ async def flush_shielded(core: AgentCore, turn: int, step: int) -> None:
             code=FLUSH_TIMEOUT,
         )
         _flush_failed(core, turn, step, error)
+    elif failures and core.flush_failures == failures:
+        _recovered(core)
 
 
 async def _shielded_flush(core: AgentCore, turn: int, step: int, unfinished: list[str]) -> bool:
@@ -129,6 +135,33 @@ async def _flush_part(  # noqa: ASYNC910 - the store's flush always checkpoints;
 
 
 def _flush_failed(core: AgentCore, turn: int, step: int, error: Exception) -> None:
-    """A failed flush is reported, never raised (R7.49)."""
-    log.warning("flush of session %s failed: %s", core.id, error)
+    """A failed flush is reported, never raised (R7.49).
+
+    Each failure is an ``agent/error``. The log warns of the first of a run and then of
+    the 10th, 100th, ... (the others are debug records): a store that is down fails
+    every turn of every agent until it is back. The flush that ends the run is a warning
+    too, so a reader of the warnings sees when it ended.
+    """
+    core.flush_failures += 1
+    failures = core.flush_failures
+    level = logging.WARNING if _is_power_of_ten(failures) else logging.DEBUG
+    if failures == 1:
+        log.log(level, "flush of session %s failed: %s", core.id, error)
+    else:
+        log.log(
+            level, "flush of session %s failed (%d failures in a row): %s", core.id, failures, error
+        )
     core.emit("agent/error", turn, step, error)
+
+
+def _is_power_of_ten(count: int) -> bool:
+    while count % 10 == 0:
+        count //= 10
+    return count == 1
+
+
+def _recovered(core: AgentCore) -> None:
+    log.warning(
+        "flush of session %s succeeded again (failed before: %d)", core.id, core.flush_failures
+    )
+    core.flush_failures = 0
