@@ -156,3 +156,41 @@ async def test_a_postgres_group_meeting_row_locks_waits_once_and_commits_the_res
             assert store.statistics().buffered_events == 2 * 22
             assert await flush_together(store, sessions) == {}
             assert store.statistics().buffered_events == 0
+
+
+async def test_a_postgres_commit_does_not_wait_for_an_insert_referring_to_its_row(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R11.5: an application table with a foreign key to ``retinue_sessions(id)``: a transaction
+    inserting a row of it that refers to a session (which locks that session's row FOR KEY SHARE)
+    holds up no commit of the session, which changes its row but never its id; a commit does not
+    wait out the lock timeout to fail ``SESSION_LOCKED``."""
+    import psycopg
+
+    import retinue.stores._postgres as postgres
+
+    monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 2_000)
+    dsn, schema = postgres_schema
+    sessions = [Session.create(session_id) for session_id in ("noted", "other")]
+    with trio.fail_after(REAL_DEADLINE):
+        async with PostgresStore(dsn, schema=schema) as store:
+            for session in sessions:
+                store.attach_new(session)
+                run_turn(session)
+            assert await flush_together(store, sessions) == {}
+            for session in sessions:
+                run_turn(session)
+            with psycopg.connect(dsn) as inserter:
+                inserter.execute(
+                    f'CREATE TABLE "{schema}".notes (session_id text '
+                    f'REFERENCES "{schema}".retinue_sessions (id))'
+                )
+                inserter.commit()
+                inserter.execute(f'INSERT INTO "{schema}".notes VALUES (%s)', ("noted",))
+                started = trio.current_time()
+                errors = await flush_together(store, sessions)
+                elapsed = trio.current_time() - started
+                inserter.rollback()
+            assert errors == {}
+            assert elapsed < 1.0
+            assert store.statistics().buffered_events == 0

@@ -108,7 +108,8 @@ def row_locked(session_id: str | None, waited_ms: int) -> StoreError:
     )
     return StoreError(
         f"{named}another transaction holds {whose} row locked (a commit of another writer "
-        "still under way, or a hand-run UPDATE or SELECT ... FOR UPDATE), waited for "
+        "still under way, or a hand-run UPDATE, DELETE or SELECT ... FOR UPDATE or FOR SHARE; "
+        "not an insert referring to it by a foreign key), waited for "
         f"{waited_ms / 1000:g} s: retry once that transaction ends",
         code="SESSION_LOCKED",
     )

@@ -66,10 +66,13 @@ class SessionTables:
         results: list[StoreError | None],
     ) -> None:
         live = [index for index, result in enumerate(results) if result is None]
+        # NO KEY UPDATE: a commit changes next_seq, never the id. FOR UPDATE would also wait for
+        # the KEY SHARE lock an insert into a table with a foreign key to the row takes, yet it
+        # still waits for a claim's handover (FOR SHARE) and another writer's commit.
         rows = conn.execute(
             self._sql(
                 "SELECT id, next_seq, header FROM {schema}.retinue_sessions "
-                "WHERE id = ANY(%s) FOR UPDATE"
+                "WHERE id = ANY(%s) FOR NO KEY UPDATE"
             ),
             ([batches[index].session_id for index in live],),
         ).fetchall()
@@ -128,7 +131,7 @@ class SessionTables:
             free = conn.execute(
                 self._sql(
                     "SELECT id FROM {schema}.retinue_sessions WHERE id = ANY(%s) "
-                    "FOR UPDATE SKIP LOCKED"
+                    "FOR NO KEY UPDATE SKIP LOCKED"
                 ),
                 (session_ids,),
             ).fetchall()
@@ -182,7 +185,8 @@ class SessionTables:
         """The next seq and header of a session another transaction has just stored."""
         row = conn.execute(
             self._sql(
-                "SELECT next_seq, header FROM {schema}.retinue_sessions WHERE id = %s FOR UPDATE"
+                "SELECT next_seq, header FROM {schema}.retinue_sessions "
+                "WHERE id = %s FOR NO KEY UPDATE"
             ),
             (session_id,),
         ).fetchone()

@@ -473,7 +473,8 @@ class PostgresStore(BufferedStore):
     with ``create=False``, whose open reads ``retinue_meta``, among them); a
     claim waiting for a session's previous writer (a load, a new session's
     first flush), after 10 s. A session's row locked so (a hand-run
-    ``SELECT ... FOR UPDATE``) fails that session's flush with ``SESSION_LOCKED``
+    ``SELECT ... FOR UPDATE`` or ``FOR SHARE``; not an insert into a table with a foreign
+    key to ``retinue_sessions(id)``) fails that session's flush with ``SESSION_LOCKED``
     naming it after 30 s, and the rest of its group is committed then (their
     flushes waited as long). A deadline around a flush committing on its own
     (no ``async with``) ends its wait for either lock, or for a session's previous
