@@ -159,7 +159,7 @@ def test_postgres_read_is_one_snapshot_while_a_commit_lands(
     monkeypatch.setattr(
         reader,
         "_connect",
-        lambda *, autocommit: _CommitBeforeSegments(connect(autocommit=autocommit), commit),
+        lambda **params: _CommitBeforeSegments(connect(**params), commit),
     )
     try:
         log = reader.read("live")

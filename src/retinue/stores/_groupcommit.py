@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import TypeVar
 
 import trio
@@ -16,9 +19,14 @@ from ._backend import AppendBatch, StorageBackend
 from ._common import storage_failed
 from ._records import Entry, Request, Tracked, failed
 
-__all__ = ["GroupCommitter", "call_backend"]
+__all__ = ["GroupCommitter", "call_backend", "call_ended_on_cancel"]
 
 T = TypeVar("T")
+
+CLAIM_GRACE_SECONDS = 1.5
+"""How long the worker thread of a cancelled claim is given to end on its own (it looks for the
+cancel between statements) before what it waits on is ended: a server that answers does so
+sooner, and one that stopped answering would hold it, and the cancel, for good."""
 
 
 async def call_backend(
@@ -53,6 +61,84 @@ async def call_backend(
         raise
     except Exception as exc:
         raise StoreError(f"{what}: {type(exc).__name__}: {exc}", code="STORAGE_ERROR") from exc
+
+
+async def call_ended_on_cancel(
+    backend: StorageBackend,
+    fn: Callable[..., T],
+    what: str,
+    *args: object,
+    threads: trio.CapacityLimiter,
+    cancelled: bool = False,
+) -> T:
+    """:func:`call_backend` for a claim, or a load's read under one, which a cancel waits for.
+
+    Once the call is cancelled (given *cancelled*, at once: a release shielded after a cancel),
+    its thread is given :data:`CLAIM_GRACE_SECONDS` to end, then the backend's
+    ``end_statements_of(thread)`` ends what it waits on, again after each as long until it
+    returns; a failure it then raises is the cancel's. A backend without that method (looked up
+    on its class, as ``claim_new``) is called as by :func:`call_backend`.
+    """
+    end = getattr(type(backend), "end_statements_of", None)
+    if end is None:
+        return await call_backend(backend, fn, what, *args, threads=threads)
+    running: list[int] = []
+
+    def run(*given: object) -> T:
+        running.append(threading.get_ident())
+        try:
+            return fn(*given)
+        finally:
+            running.clear()
+
+    finished = trio.Event()
+    ended: list[bool] = []
+    results: list[T] = []
+    failures: list[BaseException] = []
+
+    def end_statements() -> None:
+        if running:
+            ended.append(True)
+            end(backend, running[0])
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(
+            partial(_end_once_cancelled, end_statements, finished, at_once=cancelled)
+        )
+        try:
+            results.append(await call_backend(backend, run, what, *args, threads=threads))
+        except BaseException as exc:  # raised past the nursery, which would group it
+            failures.append(exc)
+        finally:
+            finished.set()
+            nursery.cancel_scope.cancel()
+    if failures:
+        if ended:
+            await trio.lowlevel.checkpoint()  # the cancel whose end of a statement failed it
+        raise failures[0]
+    return results[0]
+
+
+async def _end_once_cancelled(  # noqa: ASYNC910 - waits only once cancelled, shielded: a checkpoint after would raise the cancel in place of the call's outcome
+    end_statements: Callable[[], None], finished: trio.Event, *, at_once: bool
+) -> None:
+    """Once cancelled (or *at_once*), end a call's statements each :data:`CLAIM_GRACE_SECONDS`
+    until it has *finished*; its nursery cancels this as the call ends.
+
+    It returns rather than raise the cancel: the call's outcome is its caller's, as that of a
+    ``trio.to_thread`` call a cancel waits for, the cancel coming at the caller's next
+    checkpoint (a claim the call took is then held, and known, for the caller to release).
+    """
+    if not at_once:
+        # The call's cancel, or its nursery's as the call ends: the outcome decides.
+        with contextlib.suppress(trio.Cancelled):
+            await trio.sleep_forever()
+    with trio.CancelScope(shield=True):
+        while not finished.is_set():
+            with trio.move_on_after(CLAIM_GRACE_SECONDS):
+                await finished.wait()
+            if not finished.is_set():
+                end_statements()
 
 
 class GroupCommitter:

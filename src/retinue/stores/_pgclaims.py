@@ -168,6 +168,12 @@ class SessionClaims:
         if locker is not None:
             shut_down(locker)
 
+    def end_statements_if_held(self) -> None:
+        """:meth:`end_statements` if the claims lock is held (a claim waiting for it gives up
+        by itself): its holder waits on the lock connection for a server that may never answer."""
+        if self._locker_lock.locked():
+            self.end_statements()
+
     def _held_unless_cancelled(self) -> contextlib.AbstractContextManager[None]:
         """The claims lock, given up with ``trio.Cancelled`` once the trio task of this worker
         thread is cancelled: its holder may wait for a server that does not answer."""

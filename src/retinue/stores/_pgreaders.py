@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
 from ._pgschema import check_cancelled, locked_tables, not_open, psycopg_module, table_locked
-from ._pgsocket import cancel_soon
+from ._pgsocket import cancel_soon, shut_down
 
 if TYPE_CHECKING:
     import psycopg
@@ -60,6 +60,8 @@ class ReaderPool:
         self._idle_since: dict[psycopg.Connection[Any], float] = {}
         self._busy: dict[psycopg.Connection[Any], int] = {}
         """Connections a read runs on now, each with how many closes ran before it was taken."""
+        self._reading: dict[int, psycopg.Connection[Any]] = {}
+        """The connection of each read under way, by the id of its thread: see :meth:`end_read_of`."""
         self._lock = threading.Lock()
         self.closed = True
         self._closes = 0
@@ -149,6 +151,7 @@ class ReaderPool:
             raise
         with self._lock:
             self._busy.pop(conn, None)
+            self._reading.pop(threading.get_ident(), None)
             kept = self._closes == closes
             if kept:
                 self._pool(conn)
@@ -157,6 +160,14 @@ class ReaderPool:
         if not kept:
             conn.close()
         return result
+
+    def end_read_of(self, thread: int) -> bool:
+        """Shut down the connection the read run by *thread* is on, if any (whether one is): a
+        statement the server leaves unanswered holds a read whose task was cancelled for good."""
+        with self._lock:
+            conn = self._reading.get(thread)
+        shut_down(conn)
+        return conn is not None
 
     def _pool(self, conn: psycopg.Connection[Any]) -> None:
         """Make *conn* idle from now; under the pool's lock."""
@@ -199,6 +210,7 @@ class ReaderPool:
                 conn = self.readers.pop()
                 del self._idle_since[conn]
                 self._busy[conn] = self._closes
+                self._reading[threading.get_ident()] = conn
                 return conn, True, self._closes
         conn = self.connect()
         with self._lock:
@@ -208,12 +220,14 @@ class ReaderPool:
                 raise not_open()
             # Reopened meanwhile, it is still no close's to cancel: it counts from now.
             self._busy[conn] = self._closes
+            self._reading[threading.get_ident()] = conn
             return conn, False, self._closes
 
     def _let_go(self, conn: psycopg.Connection[Any]) -> None:
         """Close *conn*, a read's connection that is not pooled again."""
         with self._lock:
             self._busy.pop(conn, None)
+            self._reading.pop(threading.get_ident(), None)
         conn.close()
 
     def connect(self) -> psycopg.Connection[Any]:

@@ -103,7 +103,7 @@ class PostgresBackend(TableDeletes):
         self._create = create
         self._writer: psycopg.Connection[Any] | None = None
         self._write_lock = threading.Lock()
-        self._pool = ReaderPool(schema, lambda: self._connect(autocommit=True))
+        self._pool = ReaderPool(schema, lambda: self._connect(autocommit=True, endable=True))
         self._claims = SessionClaims(schema, dsn, self._connect, self._pool)
         self._unsure: set[str] = set()
         self._tables = SessionTables(schema, self._claims, self._unsure)
@@ -380,6 +380,12 @@ class PostgresBackend(TableDeletes):
     def release(self, session_id: str) -> None:
         """Drop the session's advisory lock (a dropped connection already dropped it)."""
         self._claims.release(session_id)
+
+    def end_statements_of(self, thread: int) -> None:
+        """End what the claim (or load's read) *thread* runs waits on, its task cancelled: its
+        reader's statement, else the lock connection's (every claim with it), if that is held."""
+        if not self._pool.end_read_of(thread):
+            self._claims.end_statements_if_held()
 
     # -- reads ----------------------------------------------------------------
 

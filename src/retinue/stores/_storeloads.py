@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import weakref
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
 
 import attrs
 import trio
@@ -16,6 +17,7 @@ from retinue.session._codec import decode_event, encode_event, encode_header
 
 from ._backend import AppendBatch, Listing, StoredLog
 from ._common import already_exists
+from ._groupcommit import call_ended_on_cancel
 from ._ids import check_session_id
 from ._loader import Recovered, recover
 from ._records import Loaded, Request, Tracked
@@ -29,6 +31,8 @@ _READ_INSTEAD = (
 )
 
 log = logging.getLogger("retinue.stores")
+
+T = TypeVar("T")
 
 
 class StoreLoads(StoreLifetime):
@@ -171,16 +175,27 @@ class StoreLoads(StoreLifetime):
         """What reserved *session_id*, which :attr:`_loading` holds: a load or a delete."""
         return "deleted" if session_id in self._deleting else "loaded"
 
+    def _claim_call(
+        self, fn: Callable[..., T], what: str, *args: object, cancelled: bool = False
+    ) -> Awaitable[T]:
+        """:meth:`_call` for a claim, a load's read under it, or (*cancelled*) the release of a
+        cancelled one: its worker thread, which a cancel waits for, may wait on a server that
+        stopped answering; soon after the cancel, what it waits on is ended."""
+        return call_ended_on_cancel(
+            self._backend, fn, what, *args, threads=self._threads, cancelled=cancelled
+        )
+
     async def _load_reserved(self, session_id: str) -> Session:
         what = f"session {session_id!r}"
-        await self._call(self._backend.claim, what, session_id)
+        await self._claim_call(self._backend.claim, what, session_id)
         try:
-            recovered = await self._call(self._recover, what, session_id)
+            recovered = await self._claim_call(self._recover, what, session_id)
             if recovered.needs_write:
                 await self._write_repair(session_id, recovered)
-        except BaseException:
+        except BaseException as exc:
             with trio.CancelScope(shield=True):
-                await self._call(self._backend.release, what, session_id)
+                cancelled = not isinstance(exc, Exception)
+                await self._claim_call(self._backend.release, what, session_id, cancelled=cancelled)
             raise
         return recovered.session
 
@@ -189,7 +204,7 @@ class StoreLoads(StoreLifetime):
         session_id = released.session.id
         if released.header is None:
             # Still held unless the storage lost it (a dropped PostgreSQL connection).
-            await self._call(self._backend.claim, f"session {session_id!r}", session_id)
+            await self._claim_call(self._backend.claim, f"session {session_id!r}", session_id)
         else:
             await trio.lowlevel.checkpoint()  # not stored yet: its first commit claims it
         return released.handed_over()

@@ -91,6 +91,8 @@ class BufferedStore(StoreDeletes):
         ``INVALID_SESSION_ID``, ``STORE_CLOSED``. The claim's blocking work runs in
         a worker thread, which a cancel waits for: a claim it took is then held, for
         the caller to release (it returns, and the cancel comes at its next checkpoint).
+        One a server that stopped answering holds is ended soon after the cancel, its
+        claim not taken (a PostgreSQL store's other claims may go with its lock connection).
         """
         check_session_id(session_id)
         await self._ensure_open()
@@ -100,7 +102,9 @@ class BufferedStore(StoreDeletes):
             await self._refuse_held_here(session_id)
         self._claimed_new.add(session_id)
         try:
-            await self._call(self._claim_new_in_backend, f"session {session_id!r}", session_id)
+            await self._claim_call(
+                self._claim_new_in_backend, f"session {session_id!r}", session_id
+            )
         except BaseException:
             self._claimed_new.discard(session_id)
             raise
