@@ -75,8 +75,9 @@ class AgentRegistry:
         if self._agents.pop(agent_id, None) is None:
             return
         label = label_of(agent_id)
-        ids = None if label is None else self._labelled.get(label)
-        if label is not None and ids is not None:
-            ids.pop(agent_id, None)
-            if not ids:
-                del self._labelled[label]
+        if label is None or label not in self._labelled:
+            return
+        ids = self._labelled[label]
+        ids.pop(agent_id, None)
+        if not ids:
+            del self._labelled[label]
