@@ -39,3 +39,37 @@ async def test_a_listener_scoped_to_one_agent_leaves_the_other_sessions_unobserv
         everyone()
         assert len(heard.session._observers) == base
         assert len(quiet.session._observers) == base
+
+
+async def test_each_agent_is_heard_by_its_own_listener_whatever_others_the_seam_has(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """R6.5: a listener scoped to an agent is heard though another agent's listener came
+    first (the seam was not empty), and removing a listener of every agent stops the relay of
+    an agent no listener of its own hears, while another agent's scoped one stays."""
+    model = ScriptedModel([Reply("ok")], repeat_last=True)
+    async with runtime(model) as rt:
+        first = await rt.create_agent("first", OPTIONS)
+        second = await rt.create_agent("second", OPTIONS)
+        base = len(second.session._observers)
+        heard: list[str] = []
+
+        def note(session: Session, _event: Event) -> None:
+            heard.append(session.id)
+
+        rt.hooks.on("session/event", note, agent=first)
+        remove_second = rt.hooks.on("session/event", note, agent=second)
+        await second.ask("one")
+        assert heard
+        assert set(heard) == {second.id}
+        remove_second()
+        everyone = rt.hooks.on("session/event", note)
+        assert len(second.session._observers) == base + 1
+        everyone()
+        assert len(second.session._observers) == base, "no listener hears it any more"
+        heard.clear()
+        await second.ask("two")
+        assert heard == []
+        await first.ask("three")
+        assert heard
+        assert set(heard) == {first.id}
