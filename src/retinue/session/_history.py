@@ -43,7 +43,8 @@ def _quoted(kind: str) -> str:
 
 
 def _envelope(tag: str, kind: str, content: tuple[ContentBlock, ...]) -> Message:
-    opening = Text(f"<{tag} source={_quoted(kind)}>")
+    # A source's kind is an open string too: its tags are written as the content's are.
+    opening = Text(f"<{tag} source={_TAG_INSIDE.sub(_ESCAPED, _quoted(kind))}>")
     return Message("user", (opening, *map(_inert, content), Text(f"</{tag}>")))
 
 
@@ -53,13 +54,14 @@ ENVELOPE_TAGS = ("context", "steering")
 # An envelope's tag written inside one: text from a fetched page, say, could close its
 # context and open a steering of the user's, which the model could not tell apart.
 _TAG_INSIDE = re.compile(rf"<(/?(?:{'|'.join(ENVELOPE_TAGS)}))(?=[\s>/]|$)", re.IGNORECASE)
+_ESCAPED = r"&lt;\1"
 
 
 def _inert(block: ContentBlock) -> ContentBlock:
     """*block* with every envelope tag in its text written ``&lt;tag``, so it opens none."""
     if type(block) is not Text or "<" not in block.text:
         return block
-    text = _TAG_INSIDE.sub(r"&lt;\1", block.text)
+    text = _TAG_INSIDE.sub(_ESCAPED, block.text)
     return block if text == block.text else Text(text)
 
 
