@@ -65,3 +65,22 @@ def test_a_failed_attempt_given_up_frees_its_socket_as_it_ends(no_cyclic_collect
     given_up.set()
     _join_attempts()
     assert held[0]() is None
+
+
+def test_a_failed_attempt_waited_for_frees_its_socket_with_its_failure(
+    no_cyclic_collector: None,
+) -> None:
+    """An attempt that fails while its caller waits (a server down) raises its failure there;
+    once the caller lets the failure go, what its frames held goes with it, without the
+    collector: neither the attempt's frame nor the caller's keeps it in a cycle."""
+    held: list[weakref.ref[_Socket]] = []
+
+    def connect() -> NoReturn:
+        socket = _Socket()
+        held.append(weakref.ref(socket))
+        raise OSError("connection refused")
+
+    with pytest.raises(OSError, match="connection refused"):
+        connect_cancellably(connect, lambda: None)
+    _join_attempts()
+    assert held[0]() is None

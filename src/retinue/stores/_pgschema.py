@@ -358,6 +358,7 @@ def connect_cancellably(
                 del result
                 return
             made.append(result)
+            del result
         done.set()
 
     threading.Thread(target=run, name="retinue-postgres-connect", daemon=True).start()
@@ -370,9 +371,13 @@ def connect_cancellably(
                 if made and not isinstance(made[0], BaseException):
                     made[0].close()
             raise
-    if isinstance(made[0], BaseException):
-        raise made[0]
-    return made[0]
+    found = made.pop()
+    if isinstance(found, BaseException):
+        try:
+            raise found
+        finally:
+            del found  # this frame, which its traceback holds, lets it go
+    return found
 
 
 def migrate_in_attempts(writer: psycopg.Connection[Any], schema: str, *, timeout_ms: int) -> None:
