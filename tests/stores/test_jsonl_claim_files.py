@@ -317,3 +317,31 @@ async def test_jsonl_an_unclaimed_session_whose_bucket_lies_on_another_file_syst
     assert _files(other_file_system) == ["s.jsonl"]
     markers = root / MARKERS_DIRECTORY
     assert not markers.exists() or list(markers.iterdir()) == []
+
+
+async def test_jsonl_an_unclaimed_first_write_elsewhere_refused_as_stored_keeps_no_claim(
+    tmp_path: Path, other_file_system: Path
+) -> None:
+    """R11.11: an unclaimed first write into a bucket on another file system of an id that is
+    stored is refused as a duplicate, and the claim it took for the write goes with it: once
+    the stored session is deleted, another writer creates the id."""
+    root, session = _bucket_elsewhere(tmp_path, other_file_system)
+    with trio.fail_after(REAL_DEADLINE):
+        async with JSONLStore(root) as store:
+            store.attach_new(session)
+            await store.flush(session)
+            await store.detach(session)
+        again = JSONLBackend(root)
+        again.open()
+        try:
+            (refused,) = again.write([_new_batch(session)])
+            assert refused is not None
+            assert (type(refused).__name__, refused.code) == DUPLICATE
+            async with JSONLStore(root) as store:
+                await store.delete("s")
+                await store.claim_new("s")
+                store.attach_new(session)
+                await store.flush(session)
+        finally:
+            again.close()
+    assert _files(other_file_system) == ["s.jsonl"]
