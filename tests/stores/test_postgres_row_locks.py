@@ -96,6 +96,20 @@ async def test_a_deadline_ends_a_postgres_flush_whose_claim_waits_for_a_row_lock
     await _flush_cut_short_keeping_its_events(store, session, dsn, schema)
 
 
+async def _stored_with_a_turn_to_flush(
+    store: PostgresStore, session_ids: list[str]
+) -> list[Session]:
+    """New sessions *session_ids* in *store*, a turn of each stored and another run since."""
+    sessions = [Session.create(session_id) for session_id in session_ids]
+    for session in sessions:
+        store.attach_new(session)
+        run_turn(session)
+    assert await flush_together(store, sessions) == {}
+    for session in sessions:
+        run_turn(session)
+    return sessions
+
+
 async def test_a_postgres_commit_waiting_out_a_row_lock_fails_that_session_only(
     postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -106,15 +120,9 @@ async def test_a_postgres_commit_waiting_out_a_row_lock_fails_that_session_only(
 
     monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 300)
     dsn, schema = postgres_schema
-    sessions = [Session.create(session_id) for session_id in ("free", "locked")]
     with trio.fail_after(REAL_DEADLINE):
         async with PostgresStore(dsn, schema=schema) as store:
-            for session in sessions:
-                store.attach_new(session)
-                run_turn(session)
-            assert await flush_together(store, sessions) == {}
-            for session in sessions:
-                run_turn(session)
+            sessions = await _stored_with_a_turn_to_flush(store, ["free", "locked"])
             with _row_locked(dsn, schema, "locked"):
                 errors = await flush_together(store, sessions)
             assert list(errors) == ["locked"]
@@ -135,16 +143,9 @@ async def test_a_postgres_group_meeting_row_locks_waits_once_and_commits_the_res
 
     monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 300)
     dsn, schema = postgres_schema
-    ids = ("free", "locked", "locked-too")
-    sessions = [Session.create(session_id) for session_id in ids]
     with trio.fail_after(REAL_DEADLINE):
         async with PostgresStore(dsn, schema=schema) as store:
-            for session in sessions:
-                store.attach_new(session)
-                run_turn(session)
-            assert await flush_together(store, sessions) == {}
-            for session in sessions:
-                run_turn(session)
+            sessions = await _stored_with_a_turn_to_flush(store, ["free", "locked", "locked-too"])
             commits = count_commits(store, monkeypatch)
             with _row_locked(dsn, schema, "locked", "locked-too"):
                 errors = await flush_together(store, sessions)
@@ -171,15 +172,9 @@ async def test_a_postgres_commit_does_not_wait_for_an_insert_referring_to_its_ro
 
     monkeypatch.setattr(postgres, "_WRITE_LOCK_TIMEOUT_MS", 2_000)
     dsn, schema = postgres_schema
-    sessions = [Session.create(session_id) for session_id in ("noted", "other")]
     with trio.fail_after(REAL_DEADLINE):
         async with PostgresStore(dsn, schema=schema) as store:
-            for session in sessions:
-                store.attach_new(session)
-                run_turn(session)
-            assert await flush_together(store, sessions) == {}
-            for session in sessions:
-                run_turn(session)
+            sessions = await _stored_with_a_turn_to_flush(store, ["noted", "other"])
             with psycopg.connect(dsn) as inserter:
                 inserter.execute(
                     f'CREATE TABLE "{schema}".notes (session_id text '
