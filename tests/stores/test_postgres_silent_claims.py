@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 import trio
@@ -22,6 +23,8 @@ _CANCELLED_AFTER = 0.5
 _RETURNED_WITHIN = 5.0
 """Real seconds a cancelled claim takes to return on a silent server: its thread's grace, then
 the end of the statement it waits for."""
+_DECODING = 3.0
+"""Real seconds a slow load's thread keeps working after its claim, past the cancel's grace."""
 _CUT_SECONDS = 20.0
 """When the forwarder ends what a claim still waits for: a test of it then fails, not hangs."""
 
@@ -149,3 +152,46 @@ async def test_postgres_a_claim_that_ends_taken_after_its_cancel_is_returned_hel
             assert "new" in store._claimed_new
             await store.release_new("new")
             assert not backend_of(store)._claims.holds("new")
+
+
+async def test_postgres_a_load_cancelled_past_its_grace_ends_no_claim_it_does_not_wait_on(
+    postgres_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancelled load whose thread is still busy past its grace (decoding a large log, on a
+    server that answers) while another claim holds the claims lock: what it waits on is no
+    statement of the lock connection, which is kept, and with it every claim of the store."""
+    from retinue.stores._loader import Recovered, recover
+
+    def slow_recover(*args: Any, **kwargs: Any) -> Recovered:
+        recovered = recover(*args, **kwargs)
+        threading.Event().wait(_DECODING)  # a large log's decode: no statement at all
+        return recovered
+
+    monkeypatch.setattr("retinue.stores._storeloads.recover", slow_recover)
+    dsn, schema = postgres_schema
+    await store_session(dsn, schema, "big")
+    with trio.fail_after(REAL_DEADLINE):
+        async with PostgresStore(dsn, schema=schema) as store:
+            live = Session.create("live")
+            store.attach_new(live)
+            run_turn(live)
+            await store.flush(live)
+            claims = backend_of(store)._claims
+            locker = claims._locker
+            assert locker is not None
+
+            def another_claim_at_the_grace_end() -> None:
+                threading.Event().wait(_CANCELLED_AFTER + 1.0)
+                with claims._locker_lock:
+                    threading.Event().wait(1.0)
+
+            other = threading.Thread(target=another_claim_at_the_grace_end)
+            other.start()
+            with trio.move_on_after(_CANCELLED_AFTER):
+                await store.load("big")
+            await trio.to_thread.run_sync(other.join)
+            assert claims._locker is locker
+            locker.execute("SELECT 1")  # not shut down
+            assert claims.holds("live")
+            run_turn(live)
+            await store.flush(live)

@@ -97,9 +97,10 @@ async def call_ended_on_cancel(
     failures: list[BaseException] = []
 
     def end_statements() -> None:
-        if running:
+        threads = running[:]  # a copy: the worker clears the list as its call returns
+        if threads:
             ended.append(True)
-            end(backend, running[0])
+            end(backend, threads[0])
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(

@@ -91,6 +91,8 @@ class SessionClaims:
         self._locker_backend: tuple[int, object] | None = None
         """The lock connection's backend: its pid and start (a pid alone can be reused)."""
         self._locker_lock = threading.Lock()
+        self._claimer: int | None = None
+        """The thread holding the claims lock for a claim, if one does."""
         self._settled = threading.Condition(self._locker_lock)
         """Notified when a claim's handover ends, with or without the lock."""
         self._claimed: set[str] = set()
@@ -168,16 +170,25 @@ class SessionClaims:
         if locker is not None:
             shut_down(locker)
 
-    def end_statements_if_held(self) -> None:
-        """:meth:`end_statements` if the claims lock is held (a claim waiting for it gives up
-        by itself): its holder waits on the lock connection for a server that may never answer."""
-        if self._locker_lock.locked():
+    def end_claim_of(self, thread: int) -> None:
+        """:meth:`end_statements` if *thread* holds the claims lock for a claim (one waiting
+        for it gives up by itself): it waits on the lock connection, for a server that may
+        never answer. Held by another thread, the lock connection is kept: ending it would
+        drop every claim of the store for a claim that waits on none of it."""
+        if self._claimer == thread:
             self.end_statements()
 
-    def _held_unless_cancelled(self) -> contextlib.AbstractContextManager[None]:
+    @contextlib.contextmanager
+    def _held_unless_cancelled(self) -> Iterator[None]:
         """The claims lock, given up with ``trio.Cancelled`` once the trio task of this worker
-        thread is cancelled: its holder may wait for a server that does not answer."""
-        return held_in_slices(self._locker_lock, _HANDOVER_SLICE_MS / 1000, check_cancelled)
+        thread is cancelled: its holder may wait for a server that does not answer. The
+        holder is known meanwhile (:meth:`end_claim_of`)."""
+        with held_in_slices(self._locker_lock, _HANDOVER_SLICE_MS / 1000, check_cancelled):
+            self._claimer = threading.get_ident()
+            try:
+                yield
+            finally:
+                self._claimer = None
 
     def _lock_key(self, session_id: str) -> str:
         """The text hashed into the session's advisory lock key.
@@ -265,6 +276,7 @@ class SessionClaims:
             while session_id in self._pending:
                 self._settled.wait(_HANDOVER_SLICE_MS / 1000)
                 check_cancelled()
+                self._claimer = threading.get_ident()  # the lock was another's meanwhile
             # A session claimed (or retaken on reconnect) is not locked again.
             conn = self._live_locker()
             if session_id in self._claimed:

@@ -383,9 +383,10 @@ class PostgresBackend(TableDeletes):
 
     def end_statements_of(self, thread: int) -> None:
         """End what the claim (or load's read) *thread* runs waits on, its task cancelled: its
-        reader's statement, else the lock connection's (every claim with it), if that is held."""
+        reader's statement, else the lock connection's (every claim with it) if *thread* holds
+        the claims lock for its claim."""
         if not self._pool.end_read_of(thread):
-            self._claims.end_statements_if_held()
+            self._claims.end_claim_of(thread)
 
     # -- reads ----------------------------------------------------------------
 
