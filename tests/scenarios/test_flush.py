@@ -397,7 +397,7 @@ async def test_a_run_of_failed_flushes_warns_of_its_first_its_tenth_and_its_end(
     succeeded = f"flush of session {agent.id} succeeded again"
     expected = [
         f"{failed}: ",
-        f"{failed} (10 failures in a row): ",
+        f"{failed} (10 failed flushes in a row): ",
         f"{succeeded} (failed before: 12)",
         f"{failed}: ",
         f"{succeeded} (failed before: 1)",  # the final flush, at the agent's teardown
@@ -405,3 +405,34 @@ async def test_a_run_of_failed_flushes_warns_of_its_first_its_tenth_and_its_end(
     logged = [record.getMessage() for record in caplog.records]
     assert len(logged) == len(expected)
     assert all(message.startswith(start) for message, start in zip(logged, expected, strict=True))
+
+
+async def test_a_flush_whose_store_and_listeners_both_fail_counts_once_and_warns_of_both(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R7.49, R4.23: the store's part and a ``session/flush`` listener failing in one flush
+    are two ``agent/error``s and two warnings, and one failed flush of the run, which the next
+    flush ends."""
+    backend, buffered = _failing_once()
+    caplog.set_level("WARNING", logger="retinue.loop")
+    async with runtime(_model(), store=_CountingWrapper(buffered)) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        reported = _reported_errors(rt)
+        calls: list[int] = []
+
+        def listener(_agent: object, _session: object) -> None:
+            calls.append(1)
+            if len(calls) == 1:
+                raise RuntimeError("backup down")
+
+        rt.hooks.on("session/flush", listener, agent=agent)
+        backend.fail_next = True
+        assert (await agent.ask("fails")).reason.kind == "completed"
+        assert (await agent.ask("stored")).reason.kind == "completed"
+    assert sorted(type(error).__name__ for error in reported) == ["RuntimeError", "StoreError"]
+    logged = [record.getMessage() for record in caplog.records]
+    assert len(logged) == 3
+    assert all(
+        message.startswith(f"flush of session {agent.id} failed: ") for message in logged[:2]
+    )
+    assert logged[2] == f"flush of session {agent.id} succeeded again (failed before: 1)"

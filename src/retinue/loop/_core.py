@@ -191,7 +191,8 @@ class AgentCore:
     flushed_upto: int = 0
     """How many events the last flush begun covers."""
     flush_failures: int = 0
-    """The flushes that failed in a row: each is reported, the first alone logged as a warning."""
+    """The flushes that failed in a row: each failure is reported on ``agent/error``; the
+    log warns of the 1st, 10th, 100th, ... and of the flush that ends the run."""
     flush_rounds: FlushRounds = attrs.field(factory=FlushRounds)
     crashed_batch: CrashedBatch | None = None
     """The batch a driver crash left unanswered, until its supervisor takes it."""

@@ -53,6 +53,7 @@ async def flush(core: AgentCore, turn: int, step: int) -> None:  # noqa: ASYNC91
                 await store.flush(core.session)
         except FAILURE_OF_TAKES as exc:
             _flush_failed(core, turn, step, failure_of(exc, _STORE, StoreError))
+            core.flush_failures += 1
         else:
             if core.flush_failures:
                 _recovered(core)
@@ -70,9 +71,10 @@ async def flush_shielded(core: AgentCore, turn: int, step: int) -> None:
     core.flushed_upto = len(core.session.events)
     timeout = core.services.flush_timeout  # seconds above 0, or math.inf for no bound
     unfinished = [_STORE]
+    failed: list[str] = []
     flushing = FLUSHING.set(core)
     try:
-        caught = await _shielded_flush(core, turn, step, unfinished)
+        caught = await _shielded_flush(core, turn, step, unfinished, failed)
     finally:
         FLUSHING.reset(flushing)
     if caught:
@@ -84,18 +86,24 @@ async def flush_shielded(core: AgentCore, turn: int, step: int) -> None:
             code=FLUSH_TIMEOUT,
         )
         _flush_failed(core, turn, step, error)
-    elif failures and core.flush_failures == failures:
+    if caught or failed:
+        core.flush_failures = failures + 1
+    elif failures:
         _recovered(core)
 
 
-async def _shielded_flush(core: AgentCore, turn: int, step: int, unfinished: list[str]) -> bool:
-    """Run the store's flush and the session/flush listeners; whether the deadline ended them."""
+async def _shielded_flush(
+    core: AgentCore, turn: int, step: int, unfinished: list[str], failed: list[str]
+) -> bool:
+    """Run the store's flush and the session/flush listeners; whether the deadline ended them.
+
+    The parts that failed are named in *failed*, those the deadline cut in *unfinished*."""
     services = core.services
     store_flush = partial(services.store.flush, core.session)
     with trio.CancelScope(shield=True) as scope:
         scope.relative_deadline = services.flush_timeout
         if not services.hooks.hears("session/flush", core.id):
-            await _flush_part(core, turn, step, unfinished, _STORE, store_flush)
+            await _flush_part(core, turn, step, (unfinished, failed), _STORE, store_flush)
         else:
             # The store's write and the session/flush listeners are peers of one
             # checkpoint (R4.23): concurrent under one deadline, and neither's
@@ -105,8 +113,9 @@ async def _shielded_flush(core: AgentCore, turn: int, step: int, unfinished: lis
                 services.hooks.parallel, "session/flush", core.agent, core.session, scope=core.id
             )
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_flush_part, core, turn, step, unfinished, _STORE, store_flush)
-                await _flush_part(core, turn, step, unfinished, _LISTENERS, listeners)
+                parts = (unfinished, failed)
+                nursery.start_soon(_flush_part, core, turn, step, parts, _STORE, store_flush)
+                await _flush_part(core, turn, step, parts, _LISTENERS, listeners)
     return scope.cancelled_caught
 
 
@@ -114,17 +123,20 @@ async def _flush_part(  # noqa: ASYNC910 - the store's flush always checkpoints;
     core: AgentCore,
     turn: int,
     step: int,
-    unfinished: list[str],
+    parts: tuple[list[str], list[str]],
     name: str,
     run: Callable[[], Awaitable[None]],
 ) -> None:
-    """Run one part of the flush, reporting its failure; *name* leaves *unfinished* unless cancelled."""
+    """Run one part of the flush, reporting its failure; *name* leaves the first of *parts*
+    (the unfinished) unless cancelled, and joins the second (the failed) if it failed."""
+    unfinished, failed = parts
     try:
         await run()
     except FAILURE_OF_TAKES as exc:
         core.services.end_on_interrupt(exc)  # a Ctrl-C in a group, passed on below
         # The flush's deadline is a real cancel: raised again, the caller reports it.
         kind = StoreError if name == _STORE else HookError
+        failed.append(name)
         _flush_failed(core, turn, step, failure_of(exc, name, kind))
     except BaseException as exc:
         # A listener's Ctrl-C ends the runtime now, not once the store's write (in a
@@ -137,30 +149,36 @@ async def _flush_part(  # noqa: ASYNC910 - the store's flush always checkpoints;
 def _flush_failed(core: AgentCore, turn: int, step: int, error: Exception) -> None:
     """A failed flush is reported, never raised (R7.49).
 
-    Each failure is an ``agent/error``. The log warns of the first of a run and then of
-    the 10th, 100th, ... (the others are debug records): a store that is down fails
-    every turn of every agent until it is back. The flush that ends the run is a warning
-    too, so a reader of the warnings sees when it ended.
+    Each failure (of the store's part or the listeners', or the deadline) is an
+    ``agent/error``. The log warns of those of the first failed flush of a run and then of
+    the 10th, 100th, ... (the others are debug records): a store that is down fails every
+    turn of every agent until it is back. The flush that ends the run is a warning too, so
+    a reader of the warnings sees when it ended. The flush counts itself once it is over.
     """
-    core.flush_failures += 1
-    failures = core.flush_failures
+    failures = core.flush_failures + 1
     level = logging.WARNING if _is_power_of_ten(failures) else logging.DEBUG
     if failures == 1:
         log.log(level, "flush of session %s failed: %s", core.id, error)
     else:
         log.log(
-            level, "flush of session %s failed (%d failures in a row): %s", core.id, failures, error
+            level,
+            "flush of session %s failed (%d failed flushes in a row): %s",
+            core.id,
+            failures,
+            error,
         )
     core.emit("agent/error", turn, step, error)
 
 
 def _is_power_of_ten(count: int) -> bool:
+    """Whether *count*, 1 or more, is 1, 10, 100, ..."""
     while count % 10 == 0:
         count //= 10
     return count == 1
 
 
 def _recovered(core: AgentCore) -> None:
+    """Log the flush that ends a run of failed ones, and start counting anew."""
     log.warning(
         "flush of session %s succeeded again (failed before: %d)", core.id, core.flush_failures
     )
