@@ -29,6 +29,15 @@ _CUT_SECONDS = 20.0
 """When the forwarder ends what a claim still waits for: a test of it then fails, not hangs."""
 
 
+async def _live_session(store: PostgresStore) -> Session:
+    """A new session "live" in *store*, a turn of it stored: the store claims it."""
+    live = Session.create("live")
+    store.attach_new(live)
+    run_turn(live)
+    await store.flush(live)
+    return live
+
+
 async def test_postgres_a_cancelled_claim_of_a_new_id_leaves_a_silent_server_within_seconds(
     postgres_schema: tuple[str, str],
 ) -> None:
@@ -102,10 +111,7 @@ async def test_postgres_a_load_cancelled_on_a_server_that_answers_keeps_the_clai
     await store_session(dsn, schema, "stored")
     with trio.fail_after(REAL_DEADLINE):
         async with PostgresStore(dsn, schema=schema) as store:
-            live = Session.create("live")
-            store.attach_new(live)
-            run_turn(live)
-            await store.flush(live)
+            live = await _live_session(store)
             locker = backend_of(store)._claims._locker
             with psycopg.connect(dsn) as holder:
                 holder.execute(
@@ -172,10 +178,7 @@ async def test_postgres_a_load_cancelled_past_its_grace_ends_no_claim_it_does_no
     await store_session(dsn, schema, "big")
     with trio.fail_after(REAL_DEADLINE):
         async with PostgresStore(dsn, schema=schema) as store:
-            live = Session.create("live")
-            store.attach_new(live)
-            run_turn(live)
-            await store.flush(live)
+            live = await _live_session(store)
             claims = backend_of(store)._claims
             locker = claims._locker
             assert locker is not None
