@@ -6,6 +6,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
 
+import attrs
 import trio
 
 from retinue._errors import (
@@ -70,50 +71,53 @@ async def flush_shielded(core: AgentCore, turn: int, step: int) -> None:
     failures = core.flush_failures
     core.flushed_upto = len(core.session.events)
     timeout = core.services.flush_timeout  # seconds above 0, or math.inf for no bound
-    unfinished = [_STORE]
-    failed: list[str] = []
+    parts = _Parts([_STORE])
     flushing = FLUSHING.set(core)
     try:
-        caught = await _shielded_flush(core, turn, step, unfinished, failed)
+        caught = await _shielded_flush(core, turn, step, parts)
     finally:
         FLUSHING.reset(flushing)
     if caught:
-        late = " and ".join(unfinished)
+        late = " and ".join(parts.unfinished)
         # An agent/error listener keeping a backup tells a store that holds the turn by this.
-        error_class = StoreTimeoutError if _STORE in unfinished else HookTimeoutError
+        error_class = StoreTimeoutError if _STORE in parts.unfinished else HookTimeoutError
         error = error_class(
             f"flush of session {core.id!r} timed out: {late} ran past {timeout:g}s",
             code=FLUSH_TIMEOUT,
         )
         _flush_failed(core, turn, step, error)
-    if caught or failed:
+    if caught or parts.failed:
         core.flush_failures = failures + 1
     elif failures:
         _recovered(core)
 
 
-async def _shielded_flush(
-    core: AgentCore, turn: int, step: int, unfinished: list[str], failed: list[str]
-) -> bool:
-    """Run the store's flush and the session/flush listeners; whether the deadline ended them.
+@attrs.define
+class _Parts:
+    """What the parts of one flush came to: those not finished (all, at first), and
+    whether one failed."""
 
-    The parts that failed are named in *failed*, those the deadline cut in *unfinished*."""
+    unfinished: list[str]
+    failed: bool = False
+
+
+async def _shielded_flush(core: AgentCore, turn: int, step: int, parts: _Parts) -> bool:
+    """Run the store's flush and the session/flush listeners; whether the deadline ended them."""
     services = core.services
     store_flush = partial(services.store.flush, core.session)
     with trio.CancelScope(shield=True) as scope:
         scope.relative_deadline = services.flush_timeout
         if not services.hooks.hears("session/flush", core.id):
-            await _flush_part(core, turn, step, (unfinished, failed), _STORE, store_flush)
+            await _flush_part(core, turn, step, parts, _STORE, store_flush)
         else:
             # The store's write and the session/flush listeners are peers of one
             # checkpoint (R4.23): concurrent under one deadline, and neither's
             # failure or slowness keeps the other from running.
-            unfinished.append(_LISTENERS)
+            parts.unfinished.append(_LISTENERS)
             listeners = partial(
                 services.hooks.parallel, "session/flush", core.agent, core.session, scope=core.id
             )
             async with trio.open_nursery() as nursery:
-                parts = (unfinished, failed)
                 nursery.start_soon(_flush_part, core, turn, step, parts, _STORE, store_flush)
                 await _flush_part(core, turn, step, parts, _LISTENERS, listeners)
     return scope.cancelled_caught
@@ -123,27 +127,26 @@ async def _flush_part(  # noqa: ASYNC910 - the store's flush always checkpoints;
     core: AgentCore,
     turn: int,
     step: int,
-    parts: tuple[list[str], list[str]],
+    parts: _Parts,
     name: str,
     run: Callable[[], Awaitable[None]],
 ) -> None:
-    """Run one part of the flush, reporting its failure; *name* leaves the first of *parts*
-    (the unfinished) unless cancelled, and joins the second (the failed) if it failed."""
-    unfinished, failed = parts
+    """Run one part of the flush, reporting its failure; *name* leaves ``parts.unfinished``
+    unless cancelled."""
     try:
         await run()
     except FAILURE_OF_TAKES as exc:
         core.services.end_on_interrupt(exc)  # a Ctrl-C in a group, passed on below
         # The flush's deadline is a real cancel: raised again, the caller reports it.
         kind = StoreError if name == _STORE else HookError
-        failed.append(name)
+        parts.failed = True
         _flush_failed(core, turn, step, failure_of(exc, name, kind))
     except BaseException as exc:
         # A listener's Ctrl-C ends the runtime now, not once the store's write (in a
         # thread the cancel cannot stop) has ended beside it.
         core.services.end_on_interrupt(exc)
         raise
-    unfinished.remove(name)
+    parts.unfinished.remove(name)
 
 
 def _flush_failed(core: AgentCore, turn: int, step: int, error: Exception) -> None:
