@@ -82,42 +82,39 @@ async def call_ended_on_cancel(
     end = getattr(type(backend), "end_statements_of", None)
     if end is None:
         return await call_backend(backend, fn, what, *args, threads=threads)
-    running: list[int] = []
+    running: int | None = None  # the worker thread while the call runs
+    ended = False
 
     def run(*given: object) -> T:
-        running.append(threading.get_ident())
+        nonlocal running
+        running = threading.get_ident()
         try:
             return fn(*given)
         finally:
-            running.clear()
-
-    finished = trio.Event()
-    ended: list[bool] = []
-    results: list[T] = []
-    failures: list[BaseException] = []
+            running = None
 
     def end_statements() -> None:
-        threads = running[:]  # a copy: the worker clears the list as its call returns
-        if threads:
-            ended.append(True)
-            end(backend, threads[0])
+        nonlocal ended
+        thread = running  # read once: the worker clears it as its call returns
+        if thread is not None:
+            ended = True
+            end(backend, thread)
 
+    finished = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(
             partial(_end_once_cancelled, end_statements, finished, at_once=cancelled)
         )
         try:
-            results.append(await call_backend(backend, run, what, *args, threads=threads))
+            return await call_backend(backend, run, what, *args, threads=threads)
         except BaseException as exc:  # raised past the nursery, which would group it
-            failures.append(exc)
+            failure = exc
         finally:
             finished.set()
             nursery.cancel_scope.cancel()
-    if failures:
-        if ended:
-            await trio.lowlevel.checkpoint()  # the cancel whose end of a statement failed it
-        raise failures[0]
-    return results[0]
+    if ended:
+        await trio.lowlevel.checkpoint()  # the cancel whose end of a statement failed it
+    raise failure
 
 
 async def _end_once_cancelled(  # noqa: ASYNC910 - waits only once cancelled, shielded: a checkpoint after would raise the cancel in place of the call's outcome
