@@ -22,6 +22,7 @@ import trio.testing
 import retinue
 from retinue import AgentOptions, tool
 from retinue._content import Message, Reasoning, RedactedReasoning, Text, ToolCall, ToolResultBlock
+from retinue._request import LlmCallConfig, MessageHistory, ModelRequest
 from retinue.providers import ModelRouter
 from retinue.providers._anthropic_wire import anthropic_request_body
 from retinue.providers.mock import MockReply, MockServer, MockToolCall, ScriptedPolicy
@@ -30,6 +31,7 @@ from ._request_validity_kit import adapter
 from .support import make_request
 
 _BUDGET = {"type": "enabled", "budget_tokens": 1024}
+_CONFIG = LlmCallConfig("claude")
 
 
 @tool
@@ -239,3 +241,29 @@ async def test_the_mock_server_holds_the_turns_first_message_to_the_rule(
     assert accepted.status_code == 200
     assert refused.status_code == 400
     assert refused.json()["error"]["message"].startswith("messages.1.content.0.type: Expected")
+
+
+def _steps_then_requests(first: tuple[Any, ...], later: tuple[Any, ...]) -> list[dict[str, Any]]:
+    """The body of each step's request of a 30-step loop whose first message starts with
+    *first* and each later one with *later*, each built on the requests before it."""
+    history = [Message("user", (Text("Weather?"),))]
+    derived: dict[object, object] = {}
+    bodies = []
+    for step in range(30):
+        call = ToolCall(f"c{step}", "lookup", '{"city": "Oslo"}')
+        history.append(Message("assistant", (*(later if step else first), call)))
+        history.append(Message("user", (ToolResultBlock(call.id, (Text("sunny"),)),)))
+        shared = MessageHistory(history, len(history), derived=derived)
+        bodies.append(anthropic_request_body(ModelRequest(_CONFIG, shared), thinking_budget=1024))
+    return bodies
+
+
+def test_every_step_of_a_long_loop_keeps_the_setting_its_first_message_began_with() -> None:
+    """A loop begun without thinking goes without it at every step, though its later
+    messages start with thinking; one begun with thinking keeps it at every step, though
+    its later messages start with a call: the turn's first message is remembered from
+    request to request, not looked for again."""
+    thinking = (Reasoning("hmm", signature="sig"),)
+    assert all("thinking" not in body for body in _steps_then_requests((), thinking))
+    kept = _steps_then_requests(thinking, ())
+    assert all(body.get("thinking") == _BUDGET for body in kept)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from retinue._content import (
     ContentBlock,
@@ -29,9 +30,79 @@ from ._replay import (
 )
 from ._settled import Point, Settled, keep_settled, take_settled
 
-__all__ = ["anthropic_transcript"]
+__all__ = ["Transcript", "anthropic_transcript"]
 
 JsonObject = dict[str, object]
+_THINKING_BLOCKS = ("thinking", "redacted_thinking")
+
+
+class Transcript(NamedTuple):
+    """A history as the Messages API takes it."""
+
+    messages: list[JsonObject]
+    system_texts: list[str]
+    """The text of each system message, sent in the body's ``system``."""
+    thinkless_loop: bool
+    """Whether the messages end on tool results within an assistant turn (a tool loop: the
+    assistant messages since the last user message holding more than tool results) whose
+    first message does not start with a thinking block: the loop began without thinking."""
+
+
+class _LoopScan(NamedTuple):
+    """A walk back from the end of a transcript's first :attr:`turns` turns over a tool loop."""
+
+    turns: int
+    first: JsonObject | None
+    """The earliest assistant turn met before a prompt, a user turn holding no tool results
+    (or before the transcript's start)."""
+
+
+def _scanned(
+    turns: Sequence[JsonObject], start: int, end: int, before: _LoopScan | None
+) -> _LoopScan:
+    """The walk back from *end* to *start*, then on as *before* went from *start* (if given)."""
+    first = None
+    for index in range(end - 1, start - 1, -1):
+        turn = turns[index]
+        if turn["role"] == "assistant":
+            first = turn
+        elif not _holds_results(turn):
+            return _LoopScan(end, first)
+    if before is None or before.first is None:
+        return _LoopScan(end, first)
+    return _LoopScan(end, before.first)
+
+
+def _holds_results(turn: JsonObject) -> bool:
+    """Whether *turn* is a user turn answering tool calls."""
+    content = turn["content"]
+    return (
+        turn["role"] == "user"
+        and isinstance(content, list)
+        and any(isinstance(block, dict) and block.get("type") == "tool_result" for block in content)
+    )
+
+
+def _thinkless_loop(turns: list[JsonObject], settled: Settled) -> bool:
+    """:attr:`Transcript.thinkless_loop` of *turns*, of which *settled* holds the first ones.
+
+    The walk over the settled turns is kept in *settled*, so a long tool loop is
+    not walked again at each of its requests: each walks the turns after them.
+    """
+    kept = len(settled.items)
+    before = settled.scan
+    if not isinstance(before, _LoopScan) or before.turns > kept:
+        before = None
+    settled.scan = _scanned(turns, 0 if before is None else before.turns, kept, before)
+    if not turns or not _holds_results(turns[-1]):
+        return False
+    first = _scanned(turns, kept, len(turns), settled.scan).first
+    if first is None:
+        return False
+    content = first["content"]
+    if not isinstance(content, list) or not content or not isinstance(content[0], dict):
+        return True
+    return content[0].get("type") not in _THINKING_BLOCKS
 
 
 _NOT_IN_ID = re.compile(r"[^A-Za-z0-9_-]")
@@ -138,9 +209,9 @@ def _seal_user_turns(turns: list[JsonObject]) -> None:
                 content.append({"type": "text", "text": EMPTY_TURN_TEXT})
 
 
-def anthropic_transcript(messages: Sequence[Message]) -> tuple[list[JsonObject], list[str]]:
+def anthropic_transcript(messages: Sequence[Message]) -> Transcript:
     """Map SPEC messages to Anthropic ``messages``, and the text of each system message
-    (sent in the body's ``system``).
+    (sent in the body's ``system``); and whether they end in a tool loop begun without thinking.
 
     Consecutive messages of one role merge into one turn (roles must
     alternate); in each user turn the ``tool_result`` blocks come first, as
@@ -179,6 +250,7 @@ def anthropic_transcript(messages: Sequence[Message]) -> tuple[list[JsonObject],
     out, texts = turns.copy(), systems.copy()
     _seal_user_turns(out[kept.items :])
     settled.cut_back(kept)
+    thinkless_loop = _thinkless_loop(out, settled)
     keep_settled(messages, "anthropic", settled)
     # A transcript that ends on the assistant's side is a prefill, which thinking
     # and recent models refuse; the API has long wanted the user's turn first.
@@ -186,7 +258,7 @@ def anthropic_transcript(messages: Sequence[Message]) -> tuple[list[JsonObject],
         out.append(_empty_turn())
     if out[0]["role"] == "assistant":
         out.insert(0, _empty_turn())
-    return out, texts
+    return Transcript(out, texts, thinkless_loop)
 
 
 def _blocks(message: Message, tool_ids: ReplayIds) -> list[JsonObject]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from retinue._lossless import FrozenDict, thaw_json
 from retinue._request import ModelRequest, ToolSchema
@@ -18,15 +18,12 @@ __all__ = [
     "anthropic_request_body",
     "anthropic_tools",
     "no_room_beside_thinking",
-    "thinking_refused",
 ]
 
 JsonObject = dict[str, object]
 DEFAULT_MAX_TOKENS = 4096
 MIN_THINKING_BUDGET = 1024
 """The smallest ``budget_tokens`` the API accepts for extended thinking."""
-
-_THINKING_BLOCKS = ("thinking", "redacted_thinking")
 
 
 def anthropic_tools(tools: Sequence[ToolSchema]) -> list[JsonObject]:
@@ -72,43 +69,6 @@ def no_room_beside_thinking(limit: int, thinking_budget: int, name: str = "max_t
     )
 
 
-def thinking_refused(messages: Sequence[Mapping[str, object]]) -> bool:
-    """Whether the API refuses thinking beside *messages* (a transcript as sent).
-
-    They end on tool results within an assistant turn (a tool loop: the
-    assistant messages since the last user message holding more than tool
-    results) whose first message does not start with a thinking block: the
-    loop began without thinking (on another API, or with thinking off). A
-    turn keeps the thinking setting it began with, and thinks only before its
-    first tool call; the API refuses thinking in a turn begun without it with
-    a 400 ("a final assistant message must start with a thinking block").
-    """
-    if not messages or not _holds_results(messages[-1]):
-        return False
-    first = None
-    for message in reversed(messages):
-        if message.get("role") == "assistant":
-            first = message
-        elif not _holds_results(message):
-            break
-    if first is None:
-        return False
-    content = first.get("content")
-    if not isinstance(content, list) or not content or not isinstance(content[0], dict):
-        return True
-    return content[0].get("type") not in _THINKING_BLOCKS
-
-
-def _holds_results(message: Mapping[str, object]) -> bool:
-    """Whether *message* is a user message answering tool calls."""
-    content = message.get("content")
-    return (
-        message.get("role") == "user"
-        and isinstance(content, list)
-        and any(isinstance(block, dict) and block.get("type") == "tool_result" for block in content)
-    )
-
-
 def anthropic_request_body(
     request: ModelRequest,
     *,
@@ -121,7 +81,9 @@ def anthropic_request_body(
 
     ``max_tokens`` is mandatory on this API: *default_max_tokens* fills in.
     With *thinking_budget*, no temperature is sent (thinking accepts only 1),
-    except where :func:`thinking_refused`: that request goes without thinking
+    except where the history ends in a tool loop begun without thinking (a turn keeps
+    the thinking setting it began with, and the API refuses thinking in a turn begun
+    without it, with a 400): that request goes without thinking
     (and so with the temperature, and ``max_tokens`` unchecked against the
     budget), as does a ``thinking`` from *extra_body*, whose fields (checked,
     none of them one this builds) are merged into the body's top level.
@@ -131,8 +93,7 @@ def anthropic_request_body(
             is not above *thinking_budget*, a stop sequence is empty or only
             whitespace, or a tool's name is one the API refuses.
     """
-    messages, extra_system = anthropic_transcript(request.messages)
-    refused = thinking_refused(messages)
+    messages, extra_system, refused = anthropic_transcript(request.messages)
     if refused:
         thinking_budget = None
     body: JsonObject = {

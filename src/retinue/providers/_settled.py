@@ -57,6 +57,9 @@ class Settled:
     texts: list[str] = attrs.field(factory=list)
     turn: int = 0
     turn_point: Point = Point(0, 0, 0, 0)
+    scan: object = None
+    """What the mapper found walking back over its settled items, kept for its next request
+    to walk only the items after them (Anthropic's: where the tool loop they end in began)."""
 
     def point(self, count: int) -> Point:
         """Where the mapping of the first *count* messages stands now."""
