@@ -1,5 +1,5 @@
 """Settings an SDK sends as HTTP headers holding what no header carries (a line break,
-whitespace at either end, a name that is no token) are refused when the adapter is built,
+whitespace at either end, a lone surrogate, a name that is no token) are refused when the adapter is built,
 naming the setting, never the value (it may be a key)."""
 
 from __future__ import annotations
@@ -35,8 +35,21 @@ ADAPTERS = [
             "header name 'X Team' is no HTTP token",
         ),
         ({"api_key": "k", "default_headers": {"": "a"}}, "header name '' is no HTTP token"),
+        ({"api_key": "sk-\ud800"}, "api_key holds the lone surrogate U+D800 at position 3"),
+        (
+            {"api_key": "k", "default_headers": {"X-Team": "\udc80"}},
+            "default_headers['X-Team'] holds the lone surrogate U+DC80",
+        ),
     ],
-    ids=["key-newline", "key-space", "header-line-break", "name-space", "name-empty"],
+    ids=[
+        "key-newline",
+        "key-space",
+        "header-line-break",
+        "name-space",
+        "name-empty",
+        "key-surrogate",
+        "header-surrogate",
+    ],
 )
 def test_a_header_text_no_http_header_carries_is_refused_when_built(
     adapter: Any, base_url: str, variable: str, options: dict[str, Any], named: str

@@ -58,10 +58,14 @@ def _beyond_ascii(text: str) -> str | None:
 
 def _not_sendable(text: str) -> str | None:
     """What HTTP forbids in *text* as a header value: a control character (a line
-    break, say) or whitespace at either end; ``None`` if nothing."""
+    break, say) or whitespace at either end; or what no encoding of it can hold, a lone
+    surrogate (from bytes decoded with ``surrogateescape``, say); ``None`` if nothing."""
     for position, char in enumerate(text):
-        if char != "\t" and unicodedata.category(char) == "Cc":
+        category = unicodedata.category(char)
+        if char != "\t" and category == "Cc":
             return f"holds the control character U+{ord(char):04X} at position {position}"
+        if category == "Cs":
+            return f"holds the lone surrogate U+{ord(char):04X} at position {position}"
     if text and (text[0] in _EDGE_SPACE or text[-1] in _EDGE_SPACE):
         return "starts or ends with whitespace"
     return None
