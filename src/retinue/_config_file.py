@@ -29,6 +29,13 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError("cannot read configuration: the path is empty")
     if "\0" in where:  # open() would raise a bare ValueError: no file has such a name
         raise ConfigError(f"cannot read configuration {where!r}: the path contains a NUL")
+    try:
+        os.fsencode(where)
+    except UnicodeEncodeError as exc:  # a lone surrogate no bytes decoded to: as for a NUL
+        raise ConfigError(
+            f"cannot read configuration {where!r}: the path holds {where[exc.start]!r}, "
+            "which the file system's encoding cannot write"
+        ) from exc
     data = _bounded_bytes(path, where)
     if data.startswith(codecs.BOM_UTF8):
         # Some editors save one; the TOML reader would report an invalid statement at 1:1.

@@ -1,12 +1,14 @@
-"""A file store's path holding a NUL character is a configuration error naming the path.
+"""A file store's path no file can have is a configuration error naming the path.
 
-No file name can hold one; the OS layer would refuse it only with a bare
-``ValueError`` ("embedded null byte"), later, and naming nothing.
+No file name can hold a NUL character, nor a lone surrogate that no bytes decoded
+to; the OS layer would refuse them only with a bare ``ValueError`` ("embedded null
+byte") or ``UnicodeEncodeError``, later, and naming nothing.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,6 +42,35 @@ def test_a_store_path_holding_nul_is_refused_at_construction(
     )
     assert isinstance(caught.value, ValueError)
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("kind", sorted(STORES))
+@pytest.mark.parametrize("create", [True, False])
+def test_a_store_path_holding_a_lone_surrogate_is_refused_at_construction(
+    kind: str, tmp_path: Path, *, create: bool
+) -> None:
+    """R11.12: a character the file system's encoding cannot write is refused as a NUL is,
+    naming the path and the character."""
+    store, what = STORES[kind]
+    text = os.path.join(tmp_path, "sessions\ud800.db")
+    with pytest.raises(ConfigError) as caught:
+        store(text, create=create)
+    assert caught.value.code == "INVALID_STORE_PATH"
+    assert caught.value.message == (
+        f"{what} {text!r} holds '\\ud800' at position {len(text) - 4}, which the file "
+        f"system's encoding ({sys.getfilesystemencoding()}) cannot write"
+    )
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("kind", sorted(STORES))
+async def test_a_store_path_of_bytes_no_text_encoding_could_decode_opens(
+    kind: str, tmp_path: Path
+) -> None:
+    """A name decoded with ``surrogateescape`` (its bytes not UTF-8) is a name a file has."""
+    store, _ = STORES[kind]
+    async with store(os.path.join(tmp_path, os.fsdecode(b"odd \xff name.db"))) as opened:
+        assert (await opened.listing()).headers == ()
 
 
 @pytest.mark.parametrize("kind", sorted(STORES))

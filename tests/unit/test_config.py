@@ -231,6 +231,17 @@ def test_load_config_reports_a_path_with_a_nul_as_a_config_error() -> None:
     )
 
 
+def test_load_config_reports_a_path_holding_a_lone_surrogate_as_a_config_error() -> None:
+    """R13.1: a lone surrogate no bytes decoded to is refused as a NUL is, naming the path
+    and the character, where ``open`` would raise a bare ``UnicodeEncodeError``."""
+    with pytest.raises(retinue.ConfigError) as raised:
+        load_config("retinue\ud800.toml")
+    assert raised.value.message == (
+        "cannot read configuration 'retinue\\ud800.toml': the path holds '\\ud800', "
+        "which the file system's encoding cannot write"
+    )
+
+
 def test_load_config_says_an_empty_path_is_empty() -> None:
     """R13.1: an empty path (an unset variable) is named as empty, not left blank in the
     message as if a file had no name."""

@@ -16,7 +16,7 @@ import trio
 from retinue._errors import ConfigError, RetinueError, StoreError, describe_error
 from retinue.session import Session, TurnStart
 from retinue.stores import JSONLStore, PostgresStore, SQLiteStore
-from retinue.stores._common import refuse_nul
+from retinue.stores._common import refuse_unnamable
 from retinue.stores._writebehind import BufferedStore
 
 from ._describe import describe, torn_tail, when
@@ -65,7 +65,7 @@ def parse_store_spec(spec: str, *, forms: str = STORE_FORMS) -> tuple[str, str]:
     if kind not in _STORES:
         raise argparse.ArgumentTypeError(f"unknown store kind {kind!r}: use {forms}")
     if kind in _FILE_STORES:
-        refuse_nul(location, what=f"{kind} store path")
+        refuse_unnamable(location, what=f"{kind} store path")
         location = os.path.expanduser(location)
     return kind, location
 

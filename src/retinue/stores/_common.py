@@ -34,7 +34,7 @@ __all__ = [
     "lock_file",
     "parse_header",
     "parse_headers",
-    "refuse_nul",
+    "refuse_unnamable",
     "segment_records",
     "seq_conflict",
     "storage_failed",
@@ -52,14 +52,16 @@ class WaitedOutError(StoreError):
     failure (a server restarting), which may be gone by then."""
 
 
-def refuse_nul(path: str | os.PathLike[str], *, what: str) -> None:
-    """Refuse a store's *path* holding a NUL character; *what* names it (``"SQLiteStore path"``).
+def refuse_unnamable(path: str | os.PathLike[str], *, what: str) -> None:
+    """Refuse a store's *path* no file can have; *what* names it (``"SQLiteStore path"``).
 
-    No file name can hold one, and the OS layer refuses it with a bare
-    ``ValueError`` ("embedded null byte") that names no path.
+    A NUL character, or a character the file system's encoding cannot write (a
+    lone surrogate that no bytes decoded with ``surrogateescape`` gave): the
+    OS layer refuses either with a bare ``ValueError`` ("embedded null byte")
+    or ``UnicodeEncodeError`` that names no store, and only once it is opened.
 
     Raises:
-        ConfigError: ``INVALID_STORE_PATH``, naming *what* and the path.
+        ConfigError: ``INVALID_STORE_PATH``, naming *what*, the path and the character.
     """
     text = os.fsdecode(path)
     if "\0" in text:
@@ -67,6 +69,14 @@ def refuse_nul(path: str | os.PathLike[str], *, what: str) -> None:
             f"{what} {text!r} contains a NUL character, which no file name can hold",
             code="INVALID_STORE_PATH",
         )
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError as exc:
+        raise ConfigError(
+            f"{what} {text!r} holds {text[exc.start]!r} at position {exc.start}, which the "
+            f"file system's encoding ({sys.getfilesystemencoding()}) cannot write",
+            code="INVALID_STORE_PATH",
+        ) from exc
 
 
 def check_cancelled() -> None:

@@ -21,7 +21,7 @@ import attrs
 
 from retinue._errors import ConfigError, StoreError
 
-from ._common import refuse_nul, seq_conflict
+from ._common import refuse_unnamable, seq_conflict
 
 __all__ = [
     "ATTEMPTS",
@@ -167,9 +167,10 @@ def root_path(root: str | os.PathLike[str]) -> Path:
 
     Raises:
         ConfigError: ``INVALID_STORE_PATH`` for a path no directory has (one holding a
-            NUL) and for the empty path, which ``Path`` takes for the working directory.
+            NUL, or a character the file system's encoding cannot write) and for the
+            empty path, which ``Path`` takes for the working directory.
     """
-    refuse_nul(root, what="JSONLStore root")
+    refuse_unnamable(root, what="JSONLStore root")
     if not os.fspath(root):
         raise ConfigError(
             "JSONLStore needs a directory, not '': an empty path names none (pass '.' for "

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from retinue._errors import ConfigError, CorruptSessionError, StoreError
 
-from ._common import refuse_nul, stored_int
+from ._common import refuse_unnamable, stored_int
 
 __all__ = [
     "INSERT_SESSION",
@@ -59,14 +59,15 @@ primary keys' indexes, so a create costs no scan.
 
 def file_path(path: str | os.PathLike[str]) -> str:
     """*path* as an absolute string; ``ConfigError`` for the names SQLite opens as an
-    in-memory database, and for a path no file can have (one holding a NUL).
+    in-memory database, and for a path no file can have (one holding a NUL, or a
+    character the file system's encoding cannot write).
 
     Each of the store's connections would open its own, empty one, so reads would
     never see a write; an in-memory store is ``MemoryStore``. Made absolute once:
     connections are opened later, and a relative path would then name a file in
     whatever the working directory has become.
     """
-    refuse_nul(path, what="SQLiteStore path")
+    refuse_unnamable(path, what="SQLiteStore path")
     text = os.fspath(path)
     if text in ("", ":memory:"):
         raise ConfigError(
