@@ -198,6 +198,18 @@ async def test_open_runtime_refuses_a_delegating_store_by_the_store_it_wraps(
             pytest.fail("the runtime opened")  # pragma: no cover - refused before the body
 
 
+async def test_open_runtime_refuses_a_delegating_store_wrapping_none() -> None:
+    """R13.1: ``None`` wrapped is refused as a store given, where the wrapper's own methods
+    stood for it and its first use, the runtime's close, failed with a bare AttributeError."""
+    message = (
+        r"^store must be None or a session store, got <\S*DelegatingStore object at \w+>: "
+        r"the store it wraps, None: no session store"
+    )
+    with pytest.raises(retinue.ConfigError, match=message):
+        async with retinue.open_runtime(models=MODEL, store=DelegatingStore(_unchecked(None))):
+            pytest.fail("the runtime opened")  # pragma: no cover - refused before the body
+
+
 def _wrapping_itself() -> DelegatingStore:
     outer = DelegatingStore(retinue.MemoryStore())
     outer.store = _unchecked(DelegatingStore(_unchecked(outer)))

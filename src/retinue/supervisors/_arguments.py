@@ -58,7 +58,7 @@ def check_store(store: object) -> None:
         return
     refused = f"store must be None or a session store, got {shown_short(store)}"
     served = {op: _serving(store, op) for op in _STORE_OPS}
-    owners = {op: owner for op, owner in served.items() if owner is not None}
+    owners = {op: owner for op, owner in served.items() if owner is not _CIRCLE}
     if len(owners) < len(served):
         raise ConfigError(f"{refused}: it wraps itself, a call passed on would come back to it")
     if not any(callable(getattr(owner, op, None)) for op, owner in owners.items()):
@@ -87,16 +87,22 @@ def passes_on(method: _Method) -> _Method:
     return method
 
 
-def _serving(store: object, name: str) -> object | None:
+_UNSET = object()
+"""A wrapper with no ``store`` attribute (``None`` is a store given, and refused as one)."""
+_CIRCLE = object()
+"""What :func:`_serving` finds when a call would come back to a wrapper it passed."""
+
+
+def _serving(store: object, name: str) -> object:
     """The store whose *name* a call of *store*'s reaches, through every wrapper passing it
-    on; None when the call would come back to a wrapper it passed."""
+    on; :data:`_CIRCLE` when the call would come back to a wrapper it passed."""
     seen = [store]
     while getattr(inspect.getattr_static(type(store), name, None), _PASSES_ON, False):
-        inner = getattr(store, "store", None)
-        if inner is None:
+        inner = getattr(store, "store", _UNSET)
+        if inner is _UNSET:
             break  # wraps nothing yet: the wrapper's own method is what there is
         if any(inner is one for one in seen):
-            return None
+            return _CIRCLE
         seen.append(inner)
         store = inner
     return store
@@ -123,7 +129,7 @@ def _store_problem(store: object, owners: Mapping[str, object]) -> str | None:
             kind = "async" if is_async(method) else "a generator function"
             return f"{_wrapped(store, owners[op])}{op} is {kind}, and the runtime calls it once, without await"
     closer = _serving(store, "__aexit__")
-    if closer is None:
+    if closer is _CIRCLE:
         return "it wraps itself, and closing it would come back to it"
     if not _closable(closer):
         return f"{_wrapped(store, closer)}no aclose() and no __aenter__/__aexit__ to close it with"
