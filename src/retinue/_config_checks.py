@@ -18,7 +18,7 @@ from retinue._errors import ConfigError
 from retinue._fresh_ids import FRESH_SUFFIX_SAMPLE
 from retinue._lossless import shown_short
 from retinue._options import AgentOptions, cwd_problem, name_problem
-from retinue.stores._ids import MAX_ID_LENGTH, id_problem
+from retinue._session_ids import MAX_ID_LENGTH, id_problem
 
 __all__ = [
     "MAX_LISTED_PROBLEMS",

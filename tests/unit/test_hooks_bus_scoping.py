@@ -296,6 +296,30 @@ def test_an_empty_agent_id_is_refused_as_a_scope() -> None:
     assert not bus.has_listeners("agent/status")
 
 
+@pytest.mark.parametrize("agent_id", ["a\x00b", "a/b", "..", "x" * 513, "a\ud800"])
+def test_an_agent_id_no_session_id_can_be_is_refused_as_a_scope(agent_id: str) -> None:
+    """R6.5, R11.12: an id the stores refuse is no agent's (a control character, a path
+    separator, a relative path, too long, a lone surrogate): refused when registered, naming
+    what is wrong, and nothing is left registered; a query of its listeners finds none."""
+    bus = HookBus()
+    with pytest.raises(ValueError, match=r"names no agent: it (contains|is)"):
+        bus.on("agent/status", lambda *_: None, agent=agent_id)
+    assert not bus.has_listeners("agent/status")
+    assert bus.listeners("agent/status", agent_id) == []
+
+
+@pytest.mark.parametrize("name", [7, ["agent/status"], None, b"agent/status"])
+def test_a_seam_name_that_is_no_str_is_refused_naming_it(name: object) -> None:
+    """R6.1: a name of another type is a TypeError that says a seam's name is a str,
+    where difflib, looking for a close seam, raised one about iteration or hashing."""
+    bus = HookBus()
+    with pytest.raises(TypeError, match=r"a seam's name is a str .*, got "):
+        bus.on(name, lambda *_: None)  # type: ignore[arg-type]
+    if not isinstance(name, list):  # unhashable: the lookup's own TypeError comes first
+        with pytest.raises(TypeError, match=r"a seam's name is a str"):
+            bus.has_listeners(name)  # type: ignore[arg-type]
+
+
 def test_hears_answers_for_one_scope_what_its_dispatch_would_reach() -> None:
     """R6.5: another agent's scoped listener is not heard by this agent; an unscoped one is."""
     bus = HookBus()

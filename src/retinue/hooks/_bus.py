@@ -78,8 +78,8 @@ class HookBus:
 
         Raises:
             ValueError: *name* is not a seam (a listener for it would never run);
-                or *agent* is a handle of another runtime's agent, or the
-                empty string (:meth:`scope_of`).
+                or *agent* is a handle of another runtime's agent, or a string
+                no agent id can be (:meth:`scope_of`).
             TypeError: *fn* is not callable; or a generator function (sync or
                 async, or an object whose ``__call__`` is one), whose body a call
                 would never run; or an ``async def`` function (or an object whose
@@ -129,7 +129,8 @@ class HookBus:
                 another bus (another runtime's, disposed or not): scoped by its
                 id here, what is registered would never hear it, would hear this
                 runtime's agent of that id, and would outlive its teardown;
-                or *agent* is the empty string, which no agent's id is; or a
+                or *agent* is a string no agent's id can be (empty, or holding a
+                control character or a path separator, say: R11.12); or a
                 name that labels a live agent's id (``<name>-session-<uuid4>``)
                 and is no live agent's id itself, so nothing would hear it.
             AgentDisposedError: *agent* is a disposed handle.

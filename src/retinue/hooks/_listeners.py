@@ -7,6 +7,8 @@ from collections.abc import Callable
 import attrs
 
 from retinue._errors import AgentDisposedError
+from retinue._lossless import shown_short
+from retinue._session_ids import id_problem
 
 from ._seams import Listener
 
@@ -91,23 +93,23 @@ def agent_scope(
     which is refused: scoped by its id here, what is registered would never hear
     it, would hear an agent of the same id here instead, and would outlive its
     teardown. An id is taken as it is: it names an agent wherever it is used.
-    The empty string is refused: no agent has it (R11.12), so nothing scoped to
-    it would ever be heard. A *query* (of the listeners scoped, say) registers
+    A string no session id can be (empty, or holding a control character, say) is
+    refused: no agent has it (R11.12), so nothing scoped to it would ever be heard. A *query* (of the listeners scoped, say) registers
     nothing: it takes the empty string and a disposed handle. Errors name the
     caller's *argument*.
 
     Raises:
         TypeError: *agent* is none of those.
         ValueError: *agent* is a handle *foreign* tells apart, disposed or not;
-            or the empty string.
+            or a string no agent id can be.
         AgentDisposedError: *agent* is a disposed handle; whatever is scoped to it
             would outlive its teardown and be heard by a later agent of that id.
     """
     if agent is None:
         return None
     if isinstance(agent, str):
-        if not agent and not query:
-            raise ValueError(f"{argument} '' names no agent: an agent id is never empty")
+        if not query and (problem := id_problem(agent)) is not None:
+            raise ValueError(f"{argument} {shown_short(agent)} names no agent: it {problem}")
         return agent
     agent_id = getattr(agent, "id", None)
     if not isinstance(agent_id, str):

@@ -82,6 +82,8 @@ SEAMS: Mapping[str, str] = MappingProxyType(
 
 def seam_mode(name: str) -> str:
     """The dispatch mode of seam *name*; a misspelled name is refused, naming the closest seam."""
+    if not isinstance(name, str):
+        raise TypeError(f"a seam's name is a str (retinue.hooks.SEAMS lists them), got {name!r}")
     mode = SEAMS.get(name)
     if mode is None:
         close = difflib.get_close_matches(name, SEAMS, n=1)

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import unicodedata
 
 from retinue._errors import StoreError
 from retinue._lossless import shown_short
+from retinue._session_ids import id_problem
 
-__all__ = ["bucket_name", "check_session_id", "escape_id", "file_stem", "id_problem", "unescape_id"]
+__all__ = ["bucket_name", "check_session_id", "escape_id", "file_stem", "unescape_id"]
 
-MAX_ID_LENGTH = 512
 # File names are limited to 255 bytes; a stem leaves room for a suffix and a temporary prefix.
 MAX_STEM_LENGTH = 200
-_REFUSED_KINDS = {"Cc": "control", "Cs": "surrogate", "Cn": "unassigned"}
-"""The Unicode categories no id may hold, by what a refusal calls them."""
 _KEEP = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
@@ -34,23 +31,6 @@ def check_session_id(session_id: object) -> str:
             f"session id {shown_short(session_id)} {problem}", code="INVALID_SESSION_ID"
         )
     return session_id
-
-
-def id_problem(session_id: str) -> str | None:
-    """Why *session_id* cannot name a stored session (every store's rule), or ``None``."""
-    if not session_id:
-        return "is empty"
-    if len(session_id) > MAX_ID_LENGTH:
-        return f"is longer than {MAX_ID_LENGTH} characters"
-    if session_id in {".", ".."}:
-        return "is a relative path"
-    for char in session_id:
-        if char in "/\\":
-            return "contains a path separator"
-        kind = _REFUSED_KINDS.get(unicodedata.category(char))
-        if kind is not None:
-            return f"contains the {kind} character U+{ord(char):04X}"
-    return None
 
 
 def escape_id(session_id: str) -> str:
