@@ -39,8 +39,13 @@ def _check_count(
 
 
 def _check_temperature(_instance: object, _attribute: object, value: float | None) -> None:
-    if value is not None and not is_finite_number(value):
+    if value is None:
+        return
+    if not is_finite_number(value):
         raise ConfigError(f"temperature must be a finite number, got {shown_short(value)}")
+    if value < 0:
+        # Every provider refuses one: each of the agent's turns would fail alike.
+        raise ConfigError(f"temperature must not be negative, got {shown_short(value)}")
 
 
 def cwd_problem(value: object) -> str | None:
@@ -128,7 +133,7 @@ class AgentOptions:
     max_tokens: int | None = attrs.field(default=None, validator=_check_count)
     """The cap on an answer's tokens, an int in 1..2**53-1."""
     temperature: float | None = attrs.field(default=None, validator=_check_temperature)
-    """The sampling temperature, a finite number."""
+    """The sampling temperature, a finite number, not negative (no provider takes one)."""
     stop: tuple[str, ...] | None = attrs.field(default=None, converter=stop_tuple)
     """Stop sequences: a list or tuple of non-empty strings (a bare str is refused)."""
     system_prompt: str | None = attrs.field(default=None, validator=_check_prompt)

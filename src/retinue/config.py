@@ -125,7 +125,7 @@ class AgentEntry:
     temperature: float | None = attrs.field(
         default=None, kw_only=True, validator=check_agent_option
     )
-    """The sampling temperature, a finite number."""
+    """The sampling temperature, a finite number, not negative."""
     stop: tuple[str, ...] | None = attrs.field(
         default=None, kw_only=True, converter=_listed, validator=check_agent_option
     )

@@ -19,6 +19,8 @@ from retinue.providers import LlmCallConfig
         ({"temperature": math.inf}, "temperature must be a finite number"),
         ({"temperature": "0.5"}, "temperature must be a finite number"),
         ({"temperature": True}, "temperature must be a finite number"),
+        ({"temperature": -0.1}, "temperature must not be negative, got -0.1"),
+        ({"temperature": -1}, "temperature must not be negative, got -1"),
         ({"max_tokens": 0}, "max_tokens must be a positive integer"),
         ({"max_tokens": 2.0}, "max_tokens must be a positive integer"),
         ({"cwd": "relative/dir"}, "cwd must be an absolute path"),
@@ -36,6 +38,7 @@ def test_agent_options_accept_whole_and_fractional_temperatures() -> None:
     """R2.5: a temperature may be written as an int or a float."""
     assert retinue.AgentOptions(temperature=1).temperature == 1
     assert retinue.AgentOptions(temperature=0.2).temperature == 0.2
+    assert retinue.AgentOptions(temperature=0).temperature == 0
 
 
 @pytest.mark.parametrize(
