@@ -95,6 +95,18 @@ def test_malformed_base_url_is_refused_naming_the_parameter(
 
 
 @pytest.mark.parametrize(("adapter", "variable"), ADAPTERS, ids=ADAPTER_IDS)
+@pytest.mark.parametrize("url", [b"http://mock/v1", 7, ()], ids=["bytes", "int", "tuple"])
+def test_a_base_url_that_is_no_str_is_refused_naming_the_parameter(
+    monkeypatch: pytest.MonkeyPatch, adapter: Adapter, variable: str, url: object
+) -> None:
+    """A TypeError naming ``base_url`` and the value, not an AttributeError of the parser."""
+    _clear(monkeypatch)
+    expected = f"base_url must be None or a str, got {url!r}"
+    with pytest.raises(TypeError, match=f"^{re.escape(expected)}$"):
+        adapter(base_url=url, api_key="k")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("adapter", "variable"), ADAPTERS, ids=ADAPTER_IDS)
 @pytest.mark.parametrize("url", MALFORMED[1:], ids=MALFORMED_IDS[1:])
 def test_malformed_base_url_variable_is_refused_naming_the_variable(
     monkeypatch: pytest.MonkeyPatch, adapter: Adapter, variable: str, url: str

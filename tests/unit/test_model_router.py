@@ -46,6 +46,13 @@ def test_a_route_that_could_serve_nothing_is_refused_naming_it(
     assert str(caught.value).startswith(problem)
 
 
+@pytest.mark.parametrize("routes", [None, [("a", MODEL)], "a"], ids=["none", "pairs", "str"])
+def test_routes_that_are_no_mapping_are_refused_naming_them(routes: Any) -> None:
+    """R10.7: a TypeError that says what ``of`` takes, not an AttributeError on ``items``."""
+    with pytest.raises(TypeError, match=r"^routes must be a mapping of routes to model adapters"):
+        ModelRouter.of(routes)
+
+
 class _StaticAdapter:
     @staticmethod
     def stream(request: ModelRequest) -> AsyncIterator[StreamChunk]:

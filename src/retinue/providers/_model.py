@@ -98,11 +98,13 @@ class ModelRouter:
         """Build a router from a mapping; a plain string key is a model name.
 
         Raises:
-            TypeError: a key is neither a model name nor a ``(provider, model
-                name)`` pair, or a value is no model adapter; the message
-                starts with the key. Or *default* is no model adapter.
+            TypeError: *routes* is no mapping; a key is neither a model name nor a
+                ``(provider, model name)`` pair, or a value is no model adapter, the
+                message starting with the key; or *default* is no model adapter.
             DuplicateAdapterError: two keys name one route.
         """
+        if not isinstance(routes, Mapping):
+            raise TypeError(f"routes must be a mapping of routes to model adapters, got {routes!r}")
         router = cls(default)
         for key, model in routes.items():
             try:

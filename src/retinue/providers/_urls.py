@@ -71,9 +71,12 @@ def check_base_url(url: str, *, source: str) -> str:
     Does not block: it parses the text only, resolving no host.
 
     Raises:
+        TypeError: *url* is no str, naming *source*.
         ValueError: naming *source* (a parameter or environment variable) and *url*
             (its query and user information left out).
     """
+    if not isinstance(url, str):
+        raise TypeError(f"{source} must be None or a str, got {url!r}")
     problem = url_problem(url)
     if problem is not None:
         raise ValueError(f"{source} {problem}, got {refused_url_shown(url)!r}")
