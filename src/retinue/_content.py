@@ -22,6 +22,7 @@ __all__ = [
     "ToolCall",
     "ToolResultBlock",
     "as_content",
+    "as_context",
     "as_prompt",
     "check_optional_str",
     "check_str",
@@ -30,6 +31,7 @@ __all__ = [
     "plain",
     "plain_field",
     "refuse_blocks",
+    "says_nothing",
     "snapshot_messages",
     "whole",
     "wrong_type",
@@ -303,8 +305,32 @@ def as_content(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Co
 
 
 def as_prompt(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
-    """:func:`as_content` for content the model is shown as the user's: a prompt,
-    steering or context, which holds no tool call and no tool result.
+    """:func:`as_context` for content an agent's verbs or a listener's rewrite give the model as
+    the user's message (a prompt, steering or context), which must say something to it.
+
+    Content of no block, or of nothing but text of only whitespace, would reach each
+    provider differently (Anthropic refuses a blank text block, so retinue drops it, and
+    sends a placeholder for a message left with none; OpenAI takes it), or as an empty
+    ``<context>`` or ``<steering>`` envelope: it is refused at the call instead, as the
+    official SDKs' servers refuse it (a session logged before keeps loading and replaying).
+
+    Raises:
+        TypeError: as :func:`as_content`.
+        ValueError: as :func:`as_context`, or the content says nothing (:func:`says_nothing`).
+    """
+    blocks = as_context(content)
+    if says_nothing(blocks):
+        held = "only text of whitespace" if blocks else "no block"
+        raise ValueError(
+            f"content holds {held}: a prompt, steering or context must say something to the model"
+        )
+    return blocks
+
+
+def as_context(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
+    """:func:`as_content` for content the model is shown as the user's, which holds no
+    tool call and no tool result: a :class:`~retinue.HookContext`'s, which may say nothing
+    (a decision takes such a context as none).
 
     A tool call is the model's, and a tool result answers a call of the step
     that made it, which the loop alone logs: taken into a prompt, either
@@ -322,6 +348,20 @@ def as_prompt(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Con
         "a prompt cannot hold: tool calls are the model's, and their results are logged "
         "by the agent that ran them",
     )
+
+
+def says_nothing(blocks: Sequence[ContentBlock]) -> bool:
+    """Whether *blocks* hold nothing but text of only whitespace, or no block at all.
+
+    Only text can be blank: a block of another kind (an image) is something to show.
+    """
+    return all(type(block) is Text and _blank(block.text) for block in blocks)
+
+
+def _blank(text: object) -> bool:
+    # Typed object: a block built past its validator (a listener's, say) may hold no str,
+    # which the JSON check of what holds it reports.
+    return isinstance(text, str) and not text.strip()
 
 
 def refuse_blocks(

@@ -6,7 +6,7 @@ from typing import final
 
 import attrs
 
-from ._content import ContentBlock, as_prompt, plain, whole
+from ._content import ContentBlock, as_context, plain, whole
 
 __all__ = ["USER_SOURCE", "HookContext", "MessageSource", "resolve_source"]
 
@@ -84,8 +84,10 @@ class HookContext:
     """Content a seam asks the runtime to also show the model (R1.4).
 
     Its source is resolved as the agent verbs resolve theirs: ``None`` is the
-    user, a str names a plugin.
+    user, a str names a plugin. Its content may say nothing (no block, or only text
+    of whitespace), which the verbs refuse: a decision takes such a context as none,
+    and a ``Continue`` refuses it as its reason.
     """
 
-    content: tuple[ContentBlock, ...] = attrs.field(converter=as_prompt)
+    content: tuple[ContentBlock, ...] = attrs.field(converter=as_context)
     source: MessageSource = attrs.field(default=USER_SOURCE, converter=resolve_source)

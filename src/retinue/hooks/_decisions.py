@@ -8,11 +8,11 @@ import attrs
 
 from retinue._content import (
     ContentBlock,
-    Text,
     as_content,
     as_prompt,
     check_optional_str,
     check_str,
+    says_nothing,
 )
 from retinue._sources import HookContext
 
@@ -80,7 +80,7 @@ def _optional_context(
 
 def _blank_context(context: HookContext) -> bool:
     """Whether *context* holds nothing but text of only whitespace (or no block at all)."""
-    return all(type(block) is Text and _blank(block.text) for block in context.content)
+    return says_nothing(context.content)
 
 
 def _wrapping_hint(value: object) -> str:
@@ -137,7 +137,7 @@ def _feedback(
     """A ``Block``'s feedback, none when it holds nothing but text of only whitespace (or
     no block): shown in place of the reason, it would be an error saying nothing."""
     content = _optional_content(value)
-    if content is not None and all(type(block) is Text and _blank(block.text) for block in content):
+    if content is not None and says_nothing(content):
         return None
     return content
 
