@@ -12,12 +12,22 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["LONGEST_SHOWN", "first_step", "key_step", "shown_name"]
+__all__ = ["LONGEST_SHOWN", "ROOT", "first_step", "joined", "key_step", "shown_name"]
 
 LONGEST_SHOWN = 64
 """The most characters of a key or a name shown whole: a provider's limit on either."""
 
 _START_SHOWN = 60
+
+ROOT = "arguments"
+"""What a path calls the arguments themselves: the start of every other path."""
+
+
+def joined(path: str, key: str) -> str:
+    """The path to *key* of the object at *path*: ``city``, ``options.units``, ``options["x.y"]``."""
+    if len(key) <= LONGEST_SHOWN and key.isidentifier():  # most keys: named bare, without a call
+        return key if path == ROOT else f"{path}.{key}"
+    return first_step(key) if path == ROOT else path + key_step(key)
 
 
 def key_step(key: str) -> str:

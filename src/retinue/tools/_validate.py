@@ -34,37 +34,23 @@ from typing import TypeVar
 
 from retinue._jsonschema import (
     CONSTRAINTS,
-    MAX_REF_HOPS,
     constraint_problem,
     is_inexact_integer,
     is_type,
     json_key,
     json_type_name,
-    resolve_ref,
     schema_list,
     type_names,
 )
 
 from ._acceptor import compile_acceptor
+from ._composition import check_composition, followed
 from ._judgements import ATTEMPT_DEPTH, Run, TooDeep, set_aside
-from ._keywords import check_parameters, is_annotation
-from ._paths import LONGEST_SHOWN, first_step, key_step
-from ._refusals import (
-    brief,
-    choices,
-    inexact,
-    missed_tag,
-    must_be,
-    one_of,
-    same,
-    show,
-    tags_matched,
-    wants_integer,
-)
+from ._keywords import check_parameters
+from ._paths import ROOT, joined
+from ._refusals import inexact, one_of, same, show
 
 __all__ = ["compile_acceptor", "conforms", "json_type_name", "make_validator", "validate"]
-
-_ROOT = "arguments"
 
 # The keywords of a node beyond its type, choices and structure.
 _CONSTRAINTS = CONSTRAINTS | {"$ref", "allOf", "anyOf", "oneOf", "not"}
@@ -74,16 +60,10 @@ _CONSTRAINTS = CONSTRAINTS | {"$ref", "allOf", "anyOf", "oneOf", "not"}
 _OBJECTS = (dict, Mapping)
 
 
-def _join(path: str, key: str) -> str:
-    if len(key) <= LONGEST_SHOWN and key.isidentifier():  # most keys: named bare, without a call
-        return key if path == _ROOT else f"{path}.{key}"
-    return first_step(key) if path == _ROOT else path + key_step(key)
-
-
 def validate(
     value: object,
     schema: Mapping[str, object],
-    path: str = _ROOT,
+    path: str = ROOT,
     *,
     root: Mapping[str, object] | None = None,
 ) -> str | None:
@@ -104,7 +84,7 @@ def conforms(value: object, schema: Mapping[str, object], run: Run) -> bool:
     run judging by value (``Run(root, by_path=False)``), a part judged for the union
     above is read, where judging each level's whole subtree again made it quadratic.
     """
-    return _settled(run, lambda: _validate(value, schema, _ROOT, run)) is None
+    return _settled(run, lambda: _validate(value, schema, ROOT, run)) is None
 
 
 _T = TypeVar("_T")
@@ -155,7 +135,7 @@ def _validate(value: object, schema: object, path: str, run: Run) -> str | None:
         return problem
     # A recursive schema reaches one target by many paths (each member of an anyOf or a
     # oneOf refers on to it): judged once per value, the check stays linear in its size.
-    schema = _followed(schema, run.root)
+    schema = followed(schema, run.root)
     key = run.key(value, schema, path)
     seen = run.known.get(key)
     if seen is not None:
@@ -185,8 +165,8 @@ def _node_problem(value: object, schema: Mapping[str, object], path: str, run: R
         problem = _check_choices(value, schema, path)
     # Most nodes hold none of these: one look at the keys spares each its own.
     if problem is None and not _CONSTRAINTS.isdisjoint(schema):
-        problem = constraint_problem(value, schema, path) or _check_composition(
-            value, schema, path, run
+        problem = constraint_problem(value, schema, path) or check_composition(
+            value, schema, path, run, _validate
         )
     return problem
 
@@ -209,145 +189,6 @@ def _check_choices(value: object, schema: Mapping[str, object], path: str) -> st
     if "const" in schema and not same(value, schema["const"]):
         return f"{path}: must be {show(schema['const'])}"
     return None
-
-
-def _check_composition(
-    value: object, schema: Mapping[str, object], path: str, run: Run
-) -> str | None:
-    if "$ref" in schema:
-        target = resolve_ref(run.root, schema["$ref"])
-        if target is None:
-            return f"{path}: the schema's $ref {show(schema['$ref'])} leads nowhere"
-        problem = _validate(value, target, path, run)
-        if problem is not None:
-            return problem
-    for member in schema_list(schema.get("allOf")):
-        problem = _validate(value, member, path, run)
-        if problem is not None:
-            return problem
-    if "anyOf" in schema:
-        problem = _check_choice(value, schema_list(schema["anyOf"]), path, run, one=False)
-        if problem is not None:
-            return problem
-    if "oneOf" in schema:
-        problem = _check_choice(value, schema_list(schema["oneOf"]), path, run, one=True)
-        if problem is not None:
-            return problem
-    if "not" in schema and _validate(value, schema["not"], path, run) is None:
-        return f"{path}: must not match {brief(schema['not'])}"
-    return None
-
-
-def _check_choice(
-    value: object, members: Sequence[object], path: str, run: Run, *, one: bool
-) -> str | None:
-    """``anyOf``, or ``oneOf`` when *one*: each member judged once, its problem kept.
-
-    The problems of the members found are what the refusal is written from: judging
-    them again to write it would double the work at each level of a recursive schema.
-    """
-    # A member that only refers to another schema is read as that schema: its type and
-    # choices then shape the message.
-    followed = [_followed(member, run.root) for member in members]
-    matched: list[int] = []
-    problems: list[str] = []
-    for index, member in enumerate(members):
-        if not isinstance(followed[index], _OBJECTS) and type(followed[index]) is not bool:
-            if one:  # judged as validate judges it: a malformed member holds anything
-                matched.append(index)
-            continue
-        # Judged as written: through its $ref, a value is judged once against a record
-        # however many unions around it lead there, not again for each member above.
-        problem = _validate(value, member, path, run)
-        if problem is None:
-            matched.append(index)
-        else:
-            problems.append(problem)
-        if len(matched) == 2 or (matched and not one):
-            break
-    if len(matched) == 2:
-        return (
-            f"{path}: must match exactly one choice of its oneOf, "
-            f"but matches [{matched[0]}] and [{matched[1]}]"
-        )
-    if matched or not problems:
-        return None
-    return _refusal(value, followed, problems, path, run)
-
-
-def _refusal(
-    value: object, members: Sequence[object], problems: Sequence[str], path: str, run: Run
-) -> str:
-    """Why *value* matches none of *members*, given each one's *problems*."""
-    missed = _missed_choices(value, members, path, run)
-    if missed is not None:
-        return f"{path}: must be {one_of(missed)}"
-    # Prefer a member whose type matched: its complaint is the more specific one; among
-    # those, one whose tag properties (a const each, as a discriminated union has) match.
-    tried = [m for m in members if isinstance(m, Mapping | bool)]
-    typed = [
-        (member, problem)
-        for member, problem in zip(tried, problems, strict=True)
-        if isinstance(member, Mapping) and _check_type(value, member, path) is None
-    ]
-    if typed:
-        # Tied on the most tags matched (or on none), a wrong tag field is told each value.
-        score = max(tags_matched(value, member) for member, _ in typed)
-        leaders = [pair for pair in typed if tags_matched(value, pair[0]) == score]
-        tag = missed_tag(value, [m for m, _ in leaders]) if len(leaders) > 1 or not score else None
-        if tag is not None:
-            return f"{_join(path, tag[0])}: {must_be(tag[1])}"
-        return leaders[0][1]
-    if is_inexact_integer(value) and any(wants_integer(member) for member in tried):
-        return inexact(value, path)
-    types = list(
-        dict.fromkeys(str(m.get("type")) for m in members if isinstance(m, Mapping) and "type" in m)
-    )
-    return (
-        f"{path}: expected {' or '.join(types) or 'a matching value'}, got {json_type_name(value)}"
-    )
-
-
-def _followed(member: object, root: Mapping[str, object]) -> object:
-    """*member*, or the schema it refers to when a ``$ref`` and annotations are all it holds."""
-    if not isinstance(member, _OBJECTS) or "$ref" not in member:
-        return member  # most members: spared the loop's setup
-    for _ in range(MAX_REF_HOPS):
-        if not isinstance(member, _OBJECTS) or "$ref" not in member:
-            return member
-        if any(key != "$ref" and not is_annotation(key) for key in member):
-            return member
-        target = resolve_ref(root, member["$ref"])
-        if target is None:
-            return member
-        member = target
-    return member
-
-
-def _missed_choices(
-    value: object, members: Sequence[object], path: str, run: Run
-) -> list[object] | None:
-    """Every choice of the members *value* fails only by its value (enum, const), when several.
-
-    ``Literal["auto"] | Unit`` then lists ``auto`` and the units, not the first set alone.
-    """
-    merged: list[object] = []
-    seen: set[object] = set()  # JSON-equal choices have one key: listed once, found at once
-    sets = 0
-    for member in members:
-        if not isinstance(member, Mapping):
-            continue
-        options = choices(member)
-        rest = run.without_choices(member)
-        if options is None or _validate(value, rest, path, run) is not None:
-            continue
-        sets += 1
-        for option in options:
-            key = json_key(option)
-            if key not in seen:
-                seen.add(key)
-                merged.append(option)
-    return merged if sets > 1 else None
 
 
 def _check_items(
@@ -406,7 +247,7 @@ def _object_problems(
     if isinstance(required, Sequence) and not isinstance(required, str):
         for name in required:
             if isinstance(name, str) and name not in value:
-                yield f"{_join(path, name)}: missing required property"
+                yield f"{joined(path, name)}: missing required property"
     names = schema.get("propertyNames")
     misnamed = None if names is None else _misnamed(value, names, path, run)
     if misnamed is not None:
@@ -418,13 +259,13 @@ def _object_problems(
             continue  # one problem per key: its name's, not also its value's
         sub = known.get(name)
         if isinstance(sub, _OBJECTS) or type(sub) is bool:
-            problem = _validate(item, sub, _join(path, name), run)
+            problem = _validate(item, sub, joined(path, name), run)
         elif name in known or extra is True:
             problem = None
         elif extra is False:
-            problem = f"{_join(path, name)}: unexpected property"
+            problem = f"{joined(path, name)}: unexpected property"
         elif isinstance(extra, _OBJECTS):
-            problem = _validate(item, extra, _join(path, name), run)
+            problem = _validate(item, extra, joined(path, name), run)
         else:
             problem = None
         if problem is not None:
@@ -439,7 +280,7 @@ def _misnamed(
         return None
     for key in value:
         name = str(key)
-        where = _join(path, name)
+        where = joined(path, name)
         problem = _validate(name, names, where, run)
         if problem is not None:
             return name, f"{where}: property name {problem[len(where) + 2 :]}"
@@ -467,7 +308,7 @@ def make_validator(schema: Mapping[str, object]) -> Callable[[object], str | Non
         except RecursionError:
             # Only a caller already near the recursion limit gets here: the validator's
             # own stack stays shallow whatever the depth of the value.
-            return f"{_ROOT}: nested too deeply to check"
+            return f"{ROOT}: nested too deeply to check"
 
     return check
 
@@ -491,11 +332,11 @@ def _arguments_problems(value: object, schema: Mapping[str, object]) -> str | No
 
 def _first_problems(value: object, schema: Mapping[str, object], run: Run) -> str | None:
     if not isinstance(value, _OBJECTS):
-        return _validate(value, schema, _ROOT, run)
-    problem = _node_problem(value, schema, _ROOT, run)
+        return _validate(value, schema, ROOT, run)
+    problem = _node_problem(value, schema, ROOT, run)
     if problem is not None:
         return problem
-    found = _object_problems(value, schema, _ROOT, run)
+    found = _object_problems(value, schema, ROOT, run)
     problems = list(itertools.islice(found, MAX_PROBLEMS + 1))
     if not problems:
         return None
