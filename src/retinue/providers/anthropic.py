@@ -37,7 +37,8 @@ from ._http import (
     decode_response,
     shown_url,
 )
-from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
+from ._http_client import check_http_settings, make_http_client
+from ._pools import SHARD_HEADER, shard_key
 from ._sending import close_response
 from ._settings import check_header_lines, check_header_names, check_identity
 from ._urls import base_url_from, client_base_url, is_own_api, needs_key

@@ -30,11 +30,12 @@ from ._http import (
     decode_response,
     shown_url,
 )
+from ._http_client import check_http_settings, make_http_client
 from ._openai_chat import chat_request_body
 from ._openai_chat_stream import ChatStreamDecoder
 from ._openai_responses import responses_request_body
 from ._openai_responses_stream import ResponsesStreamDecoder
-from ._pools import SHARD_HEADER, check_http_settings, make_http_client, shard_key
+from ._pools import SHARD_HEADER, shard_key
 from ._sending import close_response
 from ._settings import check_header_names, check_header_values, check_identity
 from ._urls import base_url_from, client_base_url, is_own_api, needs_key, on_domain
