@@ -89,9 +89,9 @@ async def test_postgres_creates_meeting_a_table_lock_are_not_refused_as_existing
     wait: not each after its own wait, and not SESSION_ALREADY_EXISTS (or SESSION_LOCKED)
     for ids nobody stored. Their locks are given up, and they are created once the lock
     is gone."""
-    import retinue.stores._pgclaims as pgclaims
+    import retinue.stores._pghandover as pghandover
 
-    monkeypatch.setattr(pgclaims, "_HANDOVER_TIMEOUT_MS", 300)
+    monkeypatch.setattr(pghandover, "_HANDOVER_TIMEOUT_MS", 300)
     dsn, schema = postgres_schema
     sessions = [Session.create(session_id) for session_id in ("a", "b", "c")]
     async with PostgresStore(dsn, schema=schema) as store:

@@ -10,16 +10,14 @@ from typing import TYPE_CHECKING, Any, TypeVar, final
 from retinue._errors import StoreError
 
 from ._common import claim_new_id
+from ._pghandover import HANDOVER_SLICE_MS, Handover
+from ._pglocker import Backend, end_backend, keepalives, set_up_locker
 from ._pgrefusals import claim_lost, lock_table_full, locked, out_of_locks
 from ._pgschema import (
     check_cancelled,
-    in_schema,
-    locked_tables,
     not_open,
     psycopg_module,
     require_open,
-    table_locked,
-    until_lock_free,
 )
 from ._pgsocket import held_in_slices, readable, shut_down, shut_down_after
 
@@ -32,22 +30,6 @@ __all__ = ["SessionClaims"]
 
 _LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 7))"
 _UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 7))"
-_HANDOVER = "SELECT 1 FROM {schema}.retinue_sessions WHERE id = %s FOR SHARE"
-_HANDOVER_TIMEOUT_MS = 10_000
-"""How long a claim waits for the previous writer's last commit before giving up."""
-_HANDOVER_SLICE_MS = 100
-"""How long each statement of that wait lasts: between two, a cancelled load or flush gives up."""
-_END_TIMEOUT_MS = 5_000
-"""How long a remade lock connection waits for the backend of the dropped one to end."""
-_KEEPALIVES = {
-    "keepalives": 1,
-    "keepalives_idle": 30,
-    "keepalives_interval": 10,
-    "keepalives_count": 3,
-}
-"""libpq TCP keepalives of the lock connection: a server gone from the network (a cut, a host
-down) is noticed within about a minute (30 s idle, then 3 probes 10 s apart), where the system's
-default waits over two hours. Each applies unless the DSN sets it: the DSN's own settings hold."""
 _CLOSE_WAIT_SECONDS = 1.0
 """How long a close waits for the claims lock before it ends the statement its holder waits for."""
 _UNLOCK_SECONDS = 2.0
@@ -81,15 +63,14 @@ class SessionClaims:
     ) -> None:
         self._schema = schema
         self._dsn = dsn
-        self._handover_sql = in_schema(schema, _HANDOVER)
         self._connect = connect
         """Makes a connection, given up once its ``give_up`` keyword raises."""
-        self._pool = pool
+        self._handover = Handover(schema, pool)
         self._locker: psycopg.Connection[Any] | None = None
         self._opened = False
         """Between open and close; the lock connection may not be made yet (first claim)."""
-        self._locker_backend: tuple[int, object] | None = None
-        """The lock connection's backend: its pid and start (a pid alone can be reused)."""
+        self._locker_backend: Backend | None = None
+        """The lock connection's backend."""
         self._locker_lock = threading.Lock()
         self._claimer: int | None = None
         """The thread holding the claims lock for a claim, if one does."""
@@ -183,7 +164,7 @@ class SessionClaims:
         """The claims lock, given up with ``trio.Cancelled`` once the trio task of this worker
         thread is cancelled: its holder may wait for a server that does not answer. The
         holder is known meanwhile (:meth:`end_claim_of`)."""
-        with held_in_slices(self._locker_lock, _HANDOVER_SLICE_MS / 1000, check_cancelled):
+        with held_in_slices(self._locker_lock, HANDOVER_SLICE_MS / 1000, check_cancelled):
             self._claimer = threading.get_ident()
             try:
                 yield
@@ -199,36 +180,17 @@ class SessionClaims:
 
     def _connect_locker(self, give_up: Callable[[], None] | None = None) -> psycopg.Connection[Any]:
         """A new lock connection, given up once *give_up* raises, with TCP keepalives."""
-        given = psycopg_module().conninfo.conninfo_to_dict(self._dsn)
-        keepalives = {name: value for name, value in _KEEPALIVES.items() if name not in given}
-        return self._connect(give_up=give_up, endable=True, **keepalives)
+        return self._connect(give_up=give_up, endable=True, **keepalives(self._dsn))
 
-    def _new_locker(self) -> tuple[psycopg.Connection[Any], tuple[int, object] | None]:
+    def _new_locker(self) -> tuple[psycopg.Connection[Any], Backend | None]:
         """A new lock connection, set up, and its backend."""
         conn = self._connect_locker()
         try:
             with self._ended_by_close(conn, self._stop_watching):
-                return conn, _set_up(conn)
+                return conn, set_up_locker(conn)
         except BaseException:
             conn.close()
             raise
-
-    def _end_backend(self, conn: psycopg.Connection[Any], backend: tuple[int, object]) -> None:
-        """End the dropped lock connection's *backend* if the server still runs it.
-
-        A connection cut between client and server (say, a load balancer's idle
-        timeout) can leave its backend running, holding this store's locks,
-        until the server's TCP keepalive notices: hours by default, all that
-        time this store's own sessions refused as locked. The backend is this
-        store's, so ending it takes no lock from another writer. Without the
-        privilege to end it (or before PostgreSQL 14) the locks wait for the server.
-        """
-        with contextlib.suppress(psycopg_module().Error):
-            conn.execute(
-                "SELECT pg_terminate_backend(pid, %s) FROM pg_stat_activity "
-                "WHERE pid = %s AND backend_start = %s",
-                (_END_TIMEOUT_MS, *backend),
-            )
 
     def holds(self, session_id: str) -> bool:
         """Whether this store has claimed the session."""
@@ -261,7 +223,7 @@ class SessionClaims:
             if conn is None:
                 return False
             try:
-                self._await_handover(session_id)
+                self._handover.wait(session_id)
             except BaseException:
                 self._settle(session_id, conn, keep=False)
                 raise
@@ -274,7 +236,7 @@ class SessionClaims:
         with self._held_unless_cancelled():
             # Advisory locks stack: a second claim of a session waits for the first.
             while session_id in self._pending:
-                self._settled.wait(_HANDOVER_SLICE_MS / 1000)
+                self._settled.wait(HANDOVER_SLICE_MS / 1000)
                 check_cancelled()
                 self._claimer = threading.get_ident()  # the lock was another's meanwhile
             # A session claimed (or retaken on reconnect) is not locked again.
@@ -306,46 +268,6 @@ class SessionClaims:
                     conn.execute(_UNLOCK, (self._lock_key(session_id),))
             return True
 
-    def _await_handover(self, session_id: str) -> None:
-        """Wait until the session's previous writer has no commit in flight.
-
-        A killed process's lock connection can end before its write connection has
-        finished a commit already sent: the lock is free, the log not yet final.
-        That commit holds the session's row lock until it is done. Waited for in
-        short statements, each on a pooled reader it leaves idle, so that a
-        cancelled load or flush can stop between two, and closing the store ends
-        the wait (the writer task's too, which is never cancelled) with ``STORE_CLOSED``.
-        Each statement is woken as that commit ends: the slices bound only how long
-        a cancel waits.
-        """
-        if not until_lock_free(
-            lambda: self._pool.run(lambda conn: self._handed_over(conn, session_id)),
-            timeout_ms=_HANDOVER_TIMEOUT_MS,
-            between=check_cancelled,
-        ):
-            raise self._not_handed_over(session_id)
-
-    def _not_handed_over(self, session_id: str) -> StoreError:
-        """Why the handover of *session_id* was not seen: a table lock, else its row's."""
-        # ROW SHARE: the mode the handover's FOR SHARE takes.
-        tables = self._pool.run(lambda conn: locked_tables(conn, self._schema, "ROW SHARE"))
-        if tables:
-            return table_locked(f"claiming session {session_id!r}", tables, _HANDOVER_TIMEOUT_MS)
-        return locked(session_id)
-
-    def _handed_over(self, conn: psycopg.Connection[Any], session_id: str) -> bool:
-        """Whether the row lock of a commit in flight came free within a slice; only waits."""
-        with conn.transaction():
-            # Whatever the database's default: under a snapshot, the row of a commit that
-            # ended while this waited would be refused as a serialization failure.
-            conn.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-            conn.execute(f"SET LOCAL lock_timeout = '{_HANDOVER_SLICE_MS}ms'")
-            try:
-                conn.execute(self._handover_sql, (session_id,))
-            except psycopg_module().errors.LockNotAvailable:
-                return False
-        return True
-
     def probe(self) -> None:
         """Notice a lock connection the server dropped (its locks are gone) before writing."""
         with self._held_unless_cancelled():
@@ -365,9 +287,7 @@ class SessionClaims:
         self._replace_locker(conn, backend)
         return conn
 
-    def _replace_locker(
-        self, conn: psycopg.Connection[Any], backend: tuple[int, object] | None
-    ) -> None:
+    def _replace_locker(self, conn: psycopg.Connection[Any], backend: Backend | None) -> None:
         """Make *conn* the lock connection, in place of a dropped one whose claims it retakes.
 
         It ends the dropped one's backend if that still runs, then retakes the
@@ -380,7 +300,7 @@ class SessionClaims:
             return
         dropped.close()
         if dropped_backend is not None:
-            self._end_backend(conn, dropped_backend)
+            end_backend(conn, dropped_backend)
         held, self._claimed = self._claimed, set()
         for session_id in held:
             if self._try_lock(conn, session_id):
@@ -409,7 +329,7 @@ class SessionClaims:
         conn = self._connect_locker(give_up)
         try:
             with self._ended_by_close(conn, stop):
-                backend = _set_up(conn)
+                backend = set_up_locker(conn)
                 with self._locker_lock:
                     # Unless a write remade it meanwhile, or the store closed.
                     if self._dropped():
@@ -501,18 +421,3 @@ class SessionClaims:
             if alive is None:
                 return set(session_ids)
             return {session_id for session_id in session_ids if session_id not in self._claimed}
-
-
-def _set_up(conn: psycopg.Connection[Any]) -> tuple[int, object] | None:
-    """Set up a new lock connection; its backend: its pid and start (a pid alone can be reused).
-
-    The server's idle timeouts, set for the role, the database or in the DSN,
-    would end it while no session is written, every claim with it: its session
-    turns them off (any user may; ``idle_session_timeout`` is PostgreSQL 14's)."""
-    if conn.info.server_version >= 140000:
-        conn.execute("SET idle_session_timeout = 0")
-    conn.execute("SET idle_in_transaction_session_timeout = 0")
-    row = conn.execute(
-        "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
-    ).fetchone()
-    return (row[0], row[1]) if row else None
