@@ -14,7 +14,7 @@ from ._backend import AppendBatch, Listing, SkippedSession, StorageBackend, Stor
 from ._ids import check_session_id
 from ._jsonl import JSONLStore
 from ._memory import MemoryStore
-from ._postgres import PostgresStore
+from ._pgstore import PostgresStore
 from ._protocol import SessionStore
 from ._records import StoreStatistics
 from ._repair import closing_events, repair_tail
