@@ -1,16 +1,20 @@
-"""An agent creation in flight, and the end of an agent its creation never published."""
+"""Agent creations in flight, each reserving its id, and the end of an agent its creation
+never published."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import final
 
 import attrs
 import trio
 
+from retinue._errors import AgentDisposedError
 from retinue.actors import Agent
 from retinue.loop import AgentCore
+from retinue.loop._marks import setting_up_agents
 
 __all__ = [
     "Creation",
@@ -19,7 +23,9 @@ __all__ = [
     "end_subscriptions",
     "end_unpublished",
     "let_go_of_handle",
+    "reserved",
     "run_setup",
+    "wait_for_creations",
 ]
 
 # What a setup returns is awaited when awaitable and otherwise ignored: a one-line
@@ -57,6 +63,41 @@ class Creation:
         if not core.published:
             self._disposed_before = core.disposed
             end_unpublished(self.agent)
+
+
+@contextmanager
+def reserved(creations: dict[str, Creation], agent_id: str) -> Iterator[None]:
+    """*agent_id* in *creations* for one creation in flight, which cancelling its scope aborts.
+
+    Raises:
+        AgentDisposedError: the creation was aborted by disposing its agent (in its setup).
+        RuntimeError: it was aborted otherwise (the runtime's close).
+    """
+    creation = creations[agent_id] = Creation()
+    try:
+        with creation.scope:
+            yield
+    finally:
+        del creations[agent_id]
+        creation.end_unpublished()
+        disposed = creation.disposed
+        creation.ended.set()
+    if not creation.scope.cancelled_caught:
+        return
+    if disposed:
+        raise AgentDisposedError(f"agent {agent_id!r} was disposed during its setup")
+    raise RuntimeError(f"agent loop is not active: {agent_id!r} was not started")
+
+
+async def wait_for_creations(creations: dict[str, Creation]) -> None:
+    """Wait until every creation of *creations* has ended, but the caller's own: called from
+    an agent's setup (shielded, say), that creation ends only once the call returns."""
+    own = setting_up_agents()
+    while True:
+        others = [c for c in creations.values() if c.core is None or c.core not in own]
+        if not others:
+            return  # noqa: ASYNC910 - aclose checkpoints before it waits here
+        await others[0].ended.wait()
 
 
 def end_unpublished(agent: Agent) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from functools import partial
 from typing import final
 
@@ -20,7 +20,7 @@ from retinue.loop import (
     check_parallel_cap,
 )
 from retinue.loop._core import in_run_of, waiting_agent
-from retinue.loop._marks import SETTING_UP, TEARING_DOWN, enter_setup, setting_up_agents
+from retinue.loop._marks import SETTING_UP, TEARING_DOWN, enter_setup
 from retinue.providers import AdmissionController, Model
 from retinue.session import Session
 from retinue.stores import SessionStore
@@ -38,7 +38,7 @@ from ._agent_arguments import (
     with_tools,
 )
 from ._cleanups import Cleanups, scoped_cleanup, unwind
-from ._creation import Creation, Setup, core_of, run_setup
+from ._creation import Creation, Setup, core_of, reserved, run_setup, wait_for_creations
 from ._driven import mark_driven, refuse_driven
 from ._hooks import RuntimeHooks
 from ._newclaims import claimed_new
@@ -341,25 +341,11 @@ class Runtime:
                 "say): call them outside that run, or through trio.from_thread.run"
             )
 
-    @contextmanager
-    def _creating(self, agent_id: str) -> Iterator[None]:
+    def _creating(self, agent_id: str) -> AbstractContextManager[None]:
         """Reserve *agent_id* for one creation in flight, aborted by :meth:`aclose` (R12.10)
         or by disposing its agent during the setup (R12.4)."""
         self._check_free(agent_id)
-        creation = self._creations[agent_id] = Creation()
-        try:
-            with creation.scope:
-                yield
-        finally:
-            del self._creations[agent_id]
-            creation.end_unpublished()
-            disposed = creation.disposed
-            creation.ended.set()
-        if not creation.scope.cancelled_caught:
-            return
-        if disposed:
-            raise AgentDisposedError(f"agent {agent_id!r} was disposed during its setup")
-        raise RuntimeError(f"agent loop is not active: {agent_id!r} was not started")
+        return reserved(self._creations, agent_id)
 
     def _check_free(self, agent_id: str) -> None:
         if self._closing:
@@ -499,7 +485,7 @@ class Runtime:
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
         await trio.lowlevel.checkpoint()
-        await self._wait_for_creations()
+        await wait_for_creations(self._creations)
         if caller is None:
             await self._teardowns.wait_all()
             await self._stranded.settle_all()
@@ -507,13 +493,3 @@ class Runtime:
         await self._teardowns.wait_all_as(caller)
         # As from no agent: a runtime opened in another's tool closes here on its exit.
         await self._stranded.settle_all()
-
-    async def _wait_for_creations(self) -> None:
-        """Wait until every aborted creation has unwound, but the caller's own: called from
-        an agent's setup (shielded, say), that creation ends only once the call returns."""
-        own = setting_up_agents()
-        while True:
-            others = [c for c in self._creations.values() if c.core is None or c.core not in own]
-            if not others:
-                return  # noqa: ASYNC910 - aclose checkpoints before it waits here
-            await others[0].ended.wait()
