@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
@@ -11,7 +10,7 @@ from typing import final
 import attrs
 import trio
 
-from retinue._errors import ConfigError, pass_on
+from retinue._errors import ConfigError
 from retinue._lossless import FrozenDict, freeze_json
 from retinue._request import ToolSchema
 from retinue.hooks import HookBus
@@ -25,6 +24,7 @@ from ._execution import (
     exception_result,
 )
 from ._guards import Guard, Guards
+from ._parallel import parallel_for
 from ._pipeline_hooks import (
     UNKNOWN_TOOL,
     check_dispatched,
@@ -278,26 +278,7 @@ class ToolRegistry:
             tool: Tool | None = scoped[agent_id][name]
         else:
             tool = self._global.get(name)
-        if tool is None or tool.parallel_safe is False:
-            return None
-        arguments = execution.arguments
-        try:
-            if type(arguments) is not FrozenDict:  # the loop's parsed arguments are frozen
-                arguments = freeze_json(arguments)
-            if tool.check_arguments(arguments) is not None:
-                return None
-            if tool.parallel_safe is True:
-                return tool
-            verdict = tool.parallel_safe(arguments)
-        except BaseException as exc:
-            # A SystemExit or a BaseException of the user's is the classifier's failure, as
-            # a listener's is: raised on, it would end the step and the agent's driver.
-            pass_on(exc)
-            log.warning("parallel_safe classifier of %r failed; exclusive", tool.name, exc_info=exc)
-            return None
-        if inspect.iscoroutine(verdict):
-            verdict.close()
-        return tool if verdict is True else None
+        return parallel_for(tool, execution.arguments)
 
     # -- the pipeline ----------------------------------------------------------
 
