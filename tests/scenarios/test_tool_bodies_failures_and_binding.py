@@ -5,7 +5,9 @@ binding arguments to the body's types and a partial's keywords (R9.2, R9.7).
 from __future__ import annotations
 
 import contextlib
+import email.message
 import functools
+import urllib.error
 
 import attrs
 import pytest
@@ -124,6 +126,43 @@ async def test_a_failure_in_a_tools_nursery_is_reported_by_its_error(
         coded = await execute(fanning_out(ToolError("quota exceeded", code="QUOTA")), {})
     assert outcome(plain) == ("Error: disk is full", None)
     assert outcome(coded) == ("Error: quota exceeded", ToolErrorInfo("ToolError", "QUOTA"))
+
+
+class _CodedElsewhereError(Exception):
+    """An exception of a library that names its own code, in its own sense."""
+
+    code = "QUOTA"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        _CodedElsewhereError("quota exceeded"),
+        urllib.error.HTTPError(
+            "https://example.com", 404, "Not Found", email.message.Message(), None
+        ),
+        SystemExit("usage: lookup CITY"),
+    ],
+    ids=["own-class", "http-status", "exit-message"],
+)
+async def test_a_code_attribute_of_another_exception_codes_no_result(
+    autojump_clock: trio.testing.MockClock, error: BaseException
+) -> None:
+    """R9.2: a result carries a code for a coded harness error alone, a ``ToolError`` the body
+    raises among them; the ``code`` of another exception is no retinue code (an HTTP status, a
+    process's exit message): the model sees the message as ever, and the result has no code.
+    """
+
+    @tool
+    async def failing() -> str:
+        """Fail."""
+        await trio.lowlevel.checkpoint()
+        raise error
+
+    with trio.fail_after(DEADLINE):
+        text, code = outcome(await execute(failing, {}))
+    assert text.startswith("Error: ")
+    assert code is None
 
 
 @pytest.mark.parametrize(
