@@ -268,8 +268,9 @@ class Agent:
         Raises:
             TypeError: *content* or *source* is of none of those kinds.
             ValueError: *source* is an empty plugin name, ``"user"`` (``None`` is
-                the user) or a :class:`MessageSource` of an empty kind, or *content*
-                holds a tool call or a tool result, which only the agent's own steps log.
+                the user) or a :class:`MessageSource` of an empty kind; or *content*
+                holds a tool call or a tool result, which only the agent's own steps log,
+                or says nothing (no block, or only text of whitespace).
             AgentDisposedError: the agent is disposed (``AGENT_DISPOSED``, R2.37).
             AgentNotReadyError: its setup has not ended yet (``AGENT_NOT_READY``, R2.9).
             RuntimeError: called off the runtime's trio thread or run.
