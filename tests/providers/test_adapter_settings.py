@@ -19,6 +19,8 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "headers-int": ({"default_headers": 5}, "default_headers"),
     "header-value-int": ({"default_headers": {"x-team": 5}}, "default_headers"),
     "key-int": ({"api_key": 5}, "api_key"),
+    "transport-int": ({"transport": 7}, "transport"),
+    "transport-without-aclose": ({"transport": EchoPolicy()}, "transport"),
 }
 
 
@@ -26,8 +28,9 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
 @pytest.mark.parametrize("adapter", [OpenAIModel, AnthropicModel], ids=["openai", "anthropic"])
 def test_adapters_refuse_identity_settings_of_another_type(adapter: Any, case: str) -> None:
     """A provider name that is no non-empty str, headers that are no str to str mapping,
-    or a key that is no str is a ``TypeError`` naming the setting, not a failure of every
-    request (an untyped error from the HTTP client) or a lane no route names."""
+    a key that is no str, or a transport that is none is a ``TypeError`` naming the
+    setting, not a failure of every request (an untyped error from the HTTP client, or
+    through the Anthropic SDK a connection error retried) or a lane no route names."""
     options, named = BAD[case]
     with pytest.raises(TypeError, match=f"^{named} must"):
         adapter(**{"base_url": "http://mock", "api_key": "k", **options})

@@ -74,6 +74,9 @@ def _check_seconds(name: str, value: object) -> None:
         raise ValueError(f"{name} must be a positive, finite number of seconds, not {value!r}")
 
 
+_TRANSPORT_METHODS = ("handle_async_request", "aclose")
+
+
 def make_http_client(
     *,
     max_connections: int,
@@ -93,10 +96,18 @@ def make_http_client(
     replaces the pools and proxies; the shard header never reaches it.
 
     Raises:
+        TypeError: *transport* is no transport (it lacks ``handle_async_request`` or ``aclose``).
         ValueError: *proxy* is not an http, https or socks5 URL, or comes with a *transport*.
     """
     mounts: dict[str, httpx2.AsyncBaseTransport | None] = {}
     if transport is not None:
+        if not all(callable(getattr(transport, name, None)) for name in _TRANSPORT_METHODS):
+            # Taken as it is, it would fail the first request with an AttributeError (or,
+            # through the Anthropic SDK, a connection error retried as one) and the close.
+            raise TypeError(
+                "transport must be None or an httpx2 transport (with handle_async_request "
+                f"and aclose), got {transport!r}"
+            )
         if proxy is not None:
             raise ValueError("pass proxy or transport, not both: a transport is used as given")
         if not isinstance(transport, ShardedTransport):

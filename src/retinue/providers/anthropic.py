@@ -173,8 +173,8 @@ class AnthropicModel(ClientOwner):
 
     Raises:
         TypeError: *default_max_tokens* or *thinking_budget* is no int, *provider* no
-            non-empty str, *default_headers* no mapping of str to str, or *base_url*
-            or *api_key* neither None nor a str.
+            non-empty str, *default_headers* no mapping of str to str, *base_url*
+            or *api_key* neither None nor a str, or *transport* no transport.
         ValueError: *base_url*, or ``ANTHROPIC_BASE_URL`` in its place, is no
             ``http(s)://`` URL with a host (named, with the value); a default
             header's name holds a character beyond ASCII or is no HTTP token;

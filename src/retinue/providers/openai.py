@@ -123,8 +123,8 @@ class OpenAIModel(ClientOwner):
     Raises:
         TypeError: *provider* is no non-empty str, *default_headers* no mapping of
             str to str, *extra_body* no mapping of str to lossless JSON (named, with
-            its path), or *base_url*, *api_key*, *organization* or *project* neither
-            None nor a str.
+            its path), *base_url*, *api_key*, *organization* or *project* neither
+            None nor a str, or *transport* no transport.
         ValueError: *base_url*, or ``OPENAI_BASE_URL`` in its place, is no
             ``http(s)://`` URL with a host (named, with the value); the key,
             *organization* or *project* (or the variable each defaults to) or a
