@@ -8,6 +8,7 @@ run, where timings would not.
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable
 from types import FrameType
@@ -31,6 +32,9 @@ BUILDERS: dict[str, Callable[[ModelRequest], Body]] = {
 CONFIG = LlmCallConfig("test-model")
 EARLY, LATE = 10, 400
 """Steps into the tool loop of the requests compared."""
+SLACK = 1.1
+"""How much more the late request may call (none more, measured here), where a walk back
+over the loop calls about 11 more functions a step, 4,000 at step 400."""
 
 
 def _tool_loop(steps: int) -> list[Message]:
@@ -52,11 +56,17 @@ def _calls(build: Callable[[ModelRequest], Body], request: ModelRequest) -> int:
         if event in ("call", "c_call"):
             count += 1
 
+    # A collection would run the finalizers of whatever earlier tests left behind, and
+    # count their calls: none runs while counting.
+    gc.collect()
+    gc.disable()
+    profiling = sys.getprofile()
     sys.setprofile(profile)
     try:
         build(request)
     finally:
-        sys.setprofile(None)
+        sys.setprofile(profiling)
+        gc.enable()
     return count
 
 
@@ -74,4 +84,4 @@ def test_a_request_late_in_a_long_tool_loop_costs_what_an_early_one_costs(api: s
             calls[steps] = _calls(build, request)
         else:
             build(request)
-    assert calls[LATE] <= calls[EARLY], calls
+    assert calls[LATE] <= calls[EARLY] * SLACK, calls
