@@ -79,6 +79,15 @@ def counts(program: str, args: Sequence[str], *, least: int = 1) -> list[int]:
     return [int(arg) for arg in args]
 
 
+def gc_threshold(program: str, argv: list[str]) -> tuple[list[str], int | None]:
+    """Take ``--gc-threshold T`` out of *argv*; 0 turns the automatic cyclic GC off."""
+    if "--gc-threshold" not in argv:
+        return argv, None
+    at = argv.index("--gc-threshold")
+    [threshold] = counts(program, argv[at + 1 : at + 2] or [""], least=0)
+    return argv[:at] + argv[at + 2 :], threshold
+
+
 def emit(record: dict[str, Any]) -> None:
     """Print one JSON line."""
     print(json.dumps(record), flush=True)

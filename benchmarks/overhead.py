@@ -10,7 +10,8 @@ Each N's line gives:
 * ``steps_per_s`` and ``cpu_us_per_step``: wall and CPU time of the turns
   alone (one window: opening the runtime, creating the agents, the invariant
   checks and teardown are outside it), and the same CPU for the floor
-  (benchmarks/floor.py, measured in the same run, logging the same events)
+  (benchmarks/floor.py, measured in the same run, logging the same events,
+  each of its runs in a process of its own that never imports the runtime)
   with the ratio to it; the CPU each side spent in CPython's cyclic GC and
   the ratio once that is taken out.
 * ``rss_per_agent_kb``: the RSS retinue has grown once every turn is done,
@@ -21,18 +22,18 @@ Each N's line gives:
   objects it built once, which all agents' logs would then share (26 of a
   turn's 30 chunk events), reading about a sixth less memory per agent than
   an agent would hold. The copying is the model's work and raises a run's
-  CPU about 1.6 times (100 agents), so the timed runs (and
+  CPU by well over half, so the timed runs (and
   benchmarks.instructions) keep the shared chunks: their CPU is the
   runtime's alone.
   ``floor_rss_per_agent_kb`` is a reference point, not a memory floor: the
   floor's log of small dicts (benchmarks/floor.py, with no chunk content,
   no message or tool-call objects), read the same way while its logs are
-  alive, in a fresh process of its own. ``peak_rss_mb`` is the process's
-  peak, which covers both sides, every repeat and the checks.
+  alive, in the first run of its process. ``peak_rss_mb`` is the peak of
+  retinue's process, which covers every repeat and the checks.
 
 Run: ``python -m benchmarks.overhead [N ...]`` (default 1 100 1000 10000).
-Each N runs in a fresh subprocess; after one untimed warm-up pair, retinue
-and the floor run alternately, 21 times each up to 10 agents (a run of one
+Each N runs in a fresh subprocess; after one untimed warm-up run, retinue
+and the floor run in turns, 21 times each up to 10 agents (a run of one
 agent is ten steps), three times up to 1000 and once above, and the time
 figures are medians (``--one N R`` runs one N with R repeats). ``--gc-threshold T`` runs both sides with
 CPython's first GC threshold raised to T (default 700; 0 turns the automatic
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import statistics
 import subprocess
 import sys
@@ -67,10 +69,10 @@ from ._common import (
     counts,
     drive_all,
     emit,
+    gc_threshold,
     peak_rss_mb,
     rss_mb,
 )
-from .floor import run_floor
 
 _PROGRAM = "python -m benchmarks.overhead"
 
@@ -177,38 +179,68 @@ class _Pair(NamedTuple):
     floor: Turns
     gc_s: float
     floor_gc_s: float
+    floor_rss_mb: float
+    """The RSS the floor's first run grew, in a process where nothing else ran."""
 
 
-def _pair(agents: int, fresh_chunks: bool = False) -> _Pair:
-    """One retinue run then one floor run, each from a fresh collection."""
-    floor_gc, runtime_gc = GcTimer(), GcTimer()
+def _runtime_run(agents: int, fresh_chunks: bool = False) -> tuple[Turns, float]:
+    """One retinue run in this process, from a fresh collection; its GC seconds."""
+    timer = GcTimer()
     gc.collect()
-    runtime = trio.run(run_agents, agents, TURNS, True, runtime_gc, fresh_chunks)
-    gc.collect()
-    floor = trio.run(run_floor, agents, TURNS, floor_gc)
+    return trio.run(run_agents, agents, TURNS, True, timer, fresh_chunks), timer.seconds
+
+
+def _floor_run(agents: int) -> tuple[Turns, float, float]:
+    """One timed floor run, its GC seconds and the RSS its untimed first run grew.
+
+    Run in a process of its own that never imports the runtime (``benchmarks.floor``):
+    here the floor's collections would walk the runtime's objects too, about a fifth
+    of the floor's CPU at 1000 agents, making the floor dearer and the ratio smaller.
+    """
+    tuning = ["--gc-threshold", str(gc.get_threshold()[0])]
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.floor", str(agents), *tuning],
+        check=True,
+        stdout=subprocess.PIPE,  # its stderr is ours: a failure's traceback is seen
+        text=True,
+    )
+    events, cpu_s, wall_s, gc_s, rss = json.loads(out.stdout)
+    return Turns(events, cpu_s, wall_s, 0.0), gc_s, rss
+
+
+def _pair(agents: int, *, floor_first: bool, fresh_chunks: bool = False) -> _Pair:
+    """One retinue run and one floor run, in the order asked: taken in turns, a drift of
+    the machine's speed over the repeats falls on both sides alike."""
+    if floor_first:
+        floor, floor_gc, floor_rss = _floor_run(agents)
+        runtime, runtime_gc = _runtime_run(agents, fresh_chunks)
+    else:
+        runtime, runtime_gc = _runtime_run(agents, fresh_chunks)
+        floor, floor_gc, floor_rss = _floor_run(agents)
     # Unequal logs would make the ratios compare different work.
     assert runtime.events == floor.events, (runtime.events, floor.events)
-    return _Pair(runtime, floor, runtime_gc.seconds, floor_gc.seconds)
+    return _Pair(runtime, floor, runtime_gc, floor_gc, floor_rss)
 
 
 def measure(agents: int, repeats: int = 1) -> dict[str, object]:
-    """Measure retinue and the floor for *agents* agents, *repeats* times, in this process.
+    """Measure retinue (in this process) and the floor (each run in a process of its own,
+    :func:`_floor_run`) for *agents* agents, *repeats* times.
 
-    A warm-up pair runs first and is not timed. Each repeat then runs
-    retinue, then the floor; every time figure is the median over the
-    repeats, and ``ratios_to_floor`` lists each repeat's own ratio. Memory
-    one run frees is reused by the next and hides part of its growth, so
-    each side's RSS is read in a process where nothing else ran: retinue's
-    in the warm-up, the floor's in a subprocess of its own.
+    A warm-up run of retinue's comes first and is not timed. The repeats then
+    run retinue and the floor in turns, each repeat's pair in the order the last
+    one did not; every time figure is the median over the repeats, and
+    ``ratios_to_floor`` lists each repeat's own ratio. Memory one run frees is
+    reused by the next and hides part of its growth, so each side's RSS is read
+    in a process where nothing else ran: retinue's in the warm-up, the floor's
+    in the first run of its process.
     """
-    # The first pair only warms both sides up (imports, first calls, the
-    # allocator's arenas) and gives retinue's RSS, read before anything else
-    # ran here; the time figures come from the pairs after it, where neither
-    # side runs cold.
+    # The warm-up only warms retinue up (imports, first calls, the allocator's arenas)
+    # and gives its RSS, read before anything else ran here; the time figures come
+    # from the runs after it. The floor's process warms itself up the same way.
     # The warm-up's model yields fresh chunks (FreshChunks), so the RSS read
     # in it holds a copy of every chunk per agent, as with a real adapter.
-    warm_up = _pair(agents, fresh_chunks=True)
-    runs = [_pair(agents) for _ in range(repeats)]
+    warm_up, _ = _runtime_run(agents, fresh_chunks=True)
+    runs = [_pair(agents, floor_first=repeat % 2 == 1) for repeat in range(repeats)]
     steps = agents * TURNS * STEPS_PER_TURN
     ratios = [run.runtime.cpu_s / run.floor.cpu_s for run in runs]
     without_gc = [
@@ -234,8 +266,8 @@ def measure(agents: int, repeats: int = 1) -> dict[str, object]:
         "floor_gc_us_per_step": per_step([run.floor_gc_s for run in runs]),
         "ratio_to_floor_without_gc": round(statistics.median(without_gc), 2),
         "peak_rss_mb": round(peak_rss_mb(), 1),
-        "rss_per_agent_kb": round(warm_up.runtime.rss_mb * 1024 / agents, 1),
-        "floor_rss_per_agent_kb": round(_floor_rss_mb(agents) * 1024 / agents, 1),
+        "rss_per_agent_kb": round(warm_up.rss_mb * 1024 / agents, 1),
+        "floor_rss_per_agent_kb": round(runs[0].floor_rss_mb * 1024 / agents, 1),
     }
 
 
@@ -296,27 +328,6 @@ def _repeats(agents: int) -> int:
     return 3 if agents <= 1000 else 1
 
 
-def _gc_threshold(argv: list[str]) -> tuple[list[str], int | None]:
-    """Take ``--gc-threshold T`` out of *argv*; 0 turns the automatic cyclic GC off."""
-    if "--gc-threshold" not in argv:
-        return argv, None
-    at = argv.index("--gc-threshold")
-    [threshold] = counts(_PROGRAM, argv[at + 1 : at + 2] or [""], least=0)
-    return argv[:at] + argv[at + 2 :], threshold
-
-
-def _floor_rss_mb(agents: int) -> float:
-    """The floor's RSS growth for *agents* agents, in a fresh process with this GC threshold."""
-    tuning = ["--gc-threshold", str(gc.get_threshold()[0])]
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.overhead", "--floor-rss", str(agents), *tuning],
-        check=True,
-        stdout=subprocess.PIPE,  # its stderr is ours: a failure's traceback is seen
-        text=True,
-    )
-    return float(out.stdout)
-
-
 def _run_child(args: list[str], threshold: int | None) -> bool:
     """Run one measurement in a fresh process and print its line; False if it failed.
 
@@ -341,17 +352,13 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0
-    argv, threshold = _gc_threshold(argv)
+    argv, threshold = gc_threshold(_PROGRAM, argv)
     if threshold is not None:
         gc.set_threshold(threshold, *gc.get_threshold()[1:])
     if argv and argv[0] == "--one":
         agents, *repeats = counts(_PROGRAM, argv[1:3] or [""])
         record = measure(agents, repeats[0] if repeats else _repeats(agents))
         emit({**record, "gc_threshold0": gc.get_threshold()[0]})
-        return 0
-    if argv and argv[0] == "--floor-rss":
-        [agents] = counts(_PROGRAM, argv[1:2] or [""])
-        print(trio.run(run_floor, agents).rss_mb, flush=True)
         return 0
     if argv and argv[0] == "--growth":
         emit({**measure_growth(), "gc_threshold0": gc.get_threshold()[0]})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -99,6 +100,38 @@ def test_overhead_takes_a_gc_threshold_of_0_which_turns_the_gc_off(
     taken, not refused as a count below 1."""
     assert overhead.main(["--growth", "--gc-threshold", "0"]) == 0
     assert json.loads(capsys.readouterr().out)["gc_threshold0"] == 0
+
+
+@pytest.mark.usefixtures("gc_thresholds")
+def test_overhead_one_size_compares_the_same_events_with_a_floor_run_apart(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--one N R``: both sides log the same events, each repeat gives its own ratio, and the
+    floor ran in processes of its own, where the runtime was never imported."""
+    assert overhead.main(["--one", "2", "2", "--gc-threshold", "900"]) == 0
+    line = json.loads(capsys.readouterr().out)
+    assert line["events"] == line["floor_events"] == 2 * 216
+    assert len(line["ratios_to_floor"]) == line["repeats"] == 2
+    assert line["gc_threshold0"] == 900
+    assert line["floor_cpu_us_per_step"] > 0 < line["cpu_us_per_step"]
+
+
+def test_the_floor_runs_without_importing_the_runtime() -> None:
+    """``python -m benchmarks.floor N`` prints its timed run and its first run's RSS; its
+    process never imports retinue, whose objects its collections would walk."""
+    probe = (
+        "import runpy, sys; sys.argv = ['floor', '3']; "
+        "runpy.run_module('benchmarks.floor', run_name='__main__', alter_sys=True)"
+    )
+    script = f"import atexit, sys; atexit.register(lambda: print(any(m.startswith('retinue') for m in sys.modules))); {probe}"
+    out = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    timed, imported = out.stdout.splitlines()
+    events, cpu_s, wall_s, gc_s, rss = json.loads(timed)
+    assert (events, imported) == (3 * 216, "False")
+    assert min(cpu_s, wall_s, rss) > 0 <= gc_s
 
 
 def test_requests_refuses_a_session_too_short_for_two_windows(
