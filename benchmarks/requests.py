@@ -64,12 +64,14 @@ def _turn(turn: int) -> list[list[Message]]:
 
 
 def _turns(turns: int) -> Iterator[list[Message]]:
-    """The ``turns`` session: what each request adds to the history before it."""
+    """The ``turns`` session: what each request adds to the history before it, two requests
+    a turn as the loop makes them (one after the prompt, one after the tool results)."""
+    answered: list[Message] = []
     for turn in range(1, turns + 1):
         prompt, asking, answer = _turn(turn)
-        yield prompt
+        yield [*answered, *prompt]  # the turn before's answer, then this turn's prompt
         yield asking
-        yield answer  # the next turn's prompt follows it
+        answered = answer
 
 
 def _one_turn(steps: int) -> Iterator[list[Message]]:
