@@ -88,7 +88,7 @@ async def fetch(key: str) -> str:
     return f"value of {key}"
 
 
-def _model() -> ScriptedModel:
+def workload_model() -> ScriptedModel:
     return ScriptedModel.tool_loop(
         ["fetch"], calls_per_step=2, answer_chunks=20, arguments={"fetch": '{"key": "k"}'}
     )
@@ -155,7 +155,7 @@ async def run_agents(
     turns are done, before the checks and teardown.
     """
     rss = rss_mb()
-    model: Model = FreshChunks(_model()) if fresh_chunks else _model()
+    model: Model = FreshChunks(workload_model()) if fresh_chunks else workload_model()
     async with retinue.open_runtime(models=model, tools=[fetch]) as rt:
         handles = [
             await rt.create_agent(f"a{i}", retinue.AgentOptions(model="scripted"))
@@ -273,7 +273,7 @@ def measure(agents: int, repeats: int = 1) -> dict[str, object]:
 
 async def _session_costs(turns: int) -> list[float]:
     """The CPU each of *turns* asks of one new agent's session took, in order."""
-    async with retinue.open_runtime(models=_model(), tools=[fetch]) as rt:
+    async with retinue.open_runtime(models=workload_model(), tools=[fetch]) as rt:
         agent = await rt.create_agent("long", retinue.AgentOptions(model="scripted"))
         costs: list[float] = []
         for turn in range(turns):

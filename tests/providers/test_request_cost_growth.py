@@ -16,20 +16,10 @@ from types import FrameType
 import pytest
 
 from retinue._content import Message, Reasoning, Text, ToolCall, ToolResultBlock
-from retinue._request import LlmCallConfig, MessageHistory, ModelRequest
-from retinue.providers._anthropic_wire import anthropic_request_body
-from retinue.providers._openai_chat import chat_request_body
-from retinue.providers._openai_responses import responses_request_body
+from retinue._request import MessageHistory, ModelRequest
 
-Body = dict[str, object]
-BUILDERS: dict[str, Callable[[ModelRequest], Body]] = {
-    "chat": chat_request_body,
-    "chat-reasoning": lambda request: chat_request_body(request, replay_reasoning=True),
-    "responses": responses_request_body,
-    "anthropic": anthropic_request_body,
-    "anthropic-thinking": lambda request: anthropic_request_body(request, thinking_budget=2048),
-}
-CONFIG = LlmCallConfig("test-model")
+from .test_settled_history import BUILDERS, CONFIG, Body
+
 EARLY, LATE = 10, 400
 """Steps into the tool loop of the requests compared."""
 SLACK = 1.1

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from benchmarks.overhead import fetch, workload_model
 
 import retinue
-from retinue.testing import ScriptedModel
 from tests.helpers import OPTIONS, runtime
 
 EARLY, LATE = 10, 300
@@ -29,24 +29,6 @@ SLACK = 1.01
 """How much a turn's count may differ from another's with nothing growing (trio's
 scheduler batches tasks differently from turn to turn): a dozen in 8,000 here, where a
 walk over the log at each step adds about 170 a turn."""
-
-
-@retinue.tool(parallel_safe=True)
-async def fetch(key: str) -> str:
-    """Return a value for *key*.
-
-    Args:
-        key: What to fetch.
-    """
-    await trio.lowlevel.checkpoint()
-    return f"value of {key}"
-
-
-def _model() -> ScriptedModel:
-    """Each turn: a step calling the tool twice, then an answer in 20 chunks."""
-    return ScriptedModel.tool_loop(
-        ["fetch"], calls_per_step=2, answer_chunks=20, arguments={"fetch": '{"key": "k"}'}
-    )
 
 
 async def _calls_of(turn: Callable[[], Any]) -> int:
@@ -94,7 +76,7 @@ def _walks_the_log(agent: retinue.Agent) -> Callable[..., None]:
 async def _turn_calls(setup: str) -> dict[int, int]:
     """Calls of turn EARLY and turn LATE of one agent's session under *setup*."""
     counted: dict[int, int] = {}
-    async with runtime(_model(), tools=[fetch]) as rt:
+    async with runtime(workload_model(), tools=[fetch]) as rt:
         agent = await rt.create_agent("long", OPTIONS)
         if setup == "listeners":
             rt.hooks.on("session/event", lambda *_: None, agent=agent)
