@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -456,6 +457,36 @@ def test_repair_records_missing_tool_calls_before_their_results() -> None:
     repaired = [*session.events, *closers]
     check_session_invariants(repaired)
     check_history_replay(repaired)
+
+
+def test_repair_reads_only_the_open_turn_however_long_the_session() -> None:
+    """R11.9: the closers of an open turn after 1 or 300 closed ones are the same, and finding
+    them calls as many functions: a restart after a crash, or a load, of a long session does
+    not fold every turn before the open one again."""
+    from retinue.stores import repair_tail
+
+    def closers_and_calls(closed_turns: int) -> tuple[list[str], int]:
+        session = Session.create("long")
+        for _ in range(closed_turns):
+            run_turn(session)
+        session.append(TurnStart(session.next_turn_number(), TurnTrigger("message")))
+        count = 0
+
+        def profile(frame: object, event: str, arg: object) -> None:
+            nonlocal count
+            count += event in ("call", "c_call")
+
+        profiling = sys.getprofile()
+        sys.setprofile(profile)
+        try:
+            closers = repair_tail(session.events)
+        finally:
+            sys.setprofile(profiling)
+        return [event.type for event in closers], count
+
+    short, long = closers_and_calls(1), closers_and_calls(300)
+    assert short[0] == long[0] == ["turn/end"]
+    assert long[1] <= short[1] + 10, (short, long)
 
 
 def test_a_backend_that_is_not_durable_must_not_block() -> None:

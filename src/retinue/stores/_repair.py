@@ -94,16 +94,22 @@ class _OpenTurn:
 
     @classmethod
     def scan(cls, events: Sequence[Event]) -> _OpenTurn | None:
-        state: _OpenTurn | None = None
-        for event in events:
-            data = event.data
+        """The turn *events* end inside, folded; ``None`` if they end outside one.
+
+        Only the last turn can be open: it is found walking back from the end, and
+        only what follows its start is folded, so a restart or a load of a long
+        session does not read every turn before it again.
+        """
+        for start in range(len(events) - 1, -1, -1):
+            data = events[start].data
+            if isinstance(data, TurnEnd):
+                return None
             if isinstance(data, TurnStart):
                 state = cls(data.turn)
-            elif isinstance(data, TurnEnd):
-                state = None
-            elif state is not None:
-                state.fold(event)
-        return state
+                for index in range(start + 1, len(events)):
+                    state.fold(events[index])
+                return state
+        return None
 
     def fold(self, event: Event) -> None:
         data = event.data
