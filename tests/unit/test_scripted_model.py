@@ -316,6 +316,19 @@ async def test_scripted_model_keep_requests_is_the_bound_it_was_built_with() -> 
     assert ScriptedModel([Reply("x")], keep_requests=None).keep_requests is None
 
 
+async def test_a_tool_loop_model_keeps_the_requests_it_is_told_to() -> None:
+    """``tool_loop`` takes ``keep_requests`` as the constructor does: a long run of resumed
+    sessions would otherwise hold a thousand rebuilt histories."""
+    model = ScriptedModel.tool_loop(["fetch"], keep_requests=1)
+    sent = [request(f"m{index}") for index in range(3)]
+    for one in sent:
+        await play(model, one)
+    assert (model.keep_requests, model.requests) == (1, sent[-1:])
+    assert ScriptedModel.tool_loop(["fetch"]).keep_requests == 1000
+    with pytest.raises(ValueError, match="keep_requests"):
+        ScriptedModel.tool_loop(["fetch"], keep_requests=-1)
+
+
 async def test_scripted_model_statistics_remaining_is_none_for_function_scripts() -> None:
     """A function script has no finite remainder."""
     model = ScriptedModel(lambda _request: Reply("x"))

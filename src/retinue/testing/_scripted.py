@@ -238,6 +238,7 @@ class ScriptedModel:
         arguments: Mapping[str, str] | None = None,
         usage: Usage | None = None,
         delay: float = 0.0,
+        keep_requests: int | None = 1000,
     ) -> ScriptedModel:
         """Build a model that calls tools after a prompt and answers after results.
 
@@ -247,10 +248,11 @@ class ScriptedModel:
         holds at least one character); otherwise it asks for
         ``calls_per_step`` calls, cycling through *tool_names*, with
         ``arguments[name]`` (default ``"{}"``) as each call's JSON arguments.
+        *keep_requests* bounds the requests recorded, as the constructor's does.
 
         Raises:
-            ValueError: *tool_names* is empty, a count is below 1, or *arguments*
-                names a tool not in *tool_names*.
+            ValueError: *tool_names* is empty, a count is below 1 (*keep_requests*
+                below 0), or *arguments* names a tool not in *tool_names*.
             TypeError: *tool_names* is a ``str`` or no sequence (a set has no
                 order to cycle through), a name is no ``str`` (a tool itself,
                 say), *arguments* is no mapping, or a count is not an ``int``.
@@ -276,7 +278,7 @@ class ScriptedModel:
         ]
         call = CallTools(specs, usage=usage, delay=delay)
         reply = Reply(answer, chunks=answer_chunks, usage=usage, delay=delay)
-        return cls(ToolLoop(call, reply))
+        return cls(ToolLoop(call, reply), keep_requests=keep_requests)
 
     @_requests.default
     def _request_log(self) -> deque[ModelRequest]:
