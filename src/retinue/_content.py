@@ -311,8 +311,8 @@ def as_prompt(content: str | ContentBlock | Sequence[ContentBlock]) -> tuple[Con
     Content of no block, or of nothing but text of only whitespace, would reach each
     provider differently (Anthropic refuses a blank text block, so retinue drops it, and
     sends a placeholder for a message left with none; OpenAI takes it), or as an empty
-    ``<context>`` or ``<steering>`` envelope: it is refused at the call instead, as the
-    official SDKs' servers refuse it (a session logged before keeps loading and replaying).
+    ``<context>`` or ``<steering>`` envelope: it is refused at the call instead (a session
+    logged before keeps loading and replaying).
 
     Raises:
         TypeError: as :func:`as_content`.
