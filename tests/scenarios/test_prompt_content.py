@@ -3,16 +3,29 @@ R2.16, R5.2)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import attrs
 import pytest
 import trio
 import trio.testing
 
-from retinue import Allow, Continue, HookContext, Text, ToolCall, ToolResultBlock
+from retinue import Allow, Continue, HookContext, Text, ToolCall, ToolResultBlock, tool
 from retinue.providers import OpaqueBlock
 from retinue.testing import CallTools, Reply, ScriptedModel, ToolCallSpec
+from retinue.tools import ToolExecutionResult
 from tests.helpers import OPTIONS, nap, runtime
 
 _CALL = ToolCall("call-1", "lookup", "{}")
+
+
+@tool
+async def lookup() -> str:
+    """Look something up."""
+    await trio.lowlevel.checkpoint()
+    return "sunny"
+
+
 _RESULT = ToolResultBlock("call-1", (Text("sunny"),))
 
 _SAYS_NOTHING = r"must say something to the model"
@@ -107,3 +120,28 @@ def test_a_prompt_keeps_text_and_blocks_it_may_hold() -> None:
     opaque = OpaqueBlock("image", {"url": "https://example.com/a.png"})
     context = HookContext([Text("look"), opaque])
     assert context.content == (Text("look"), opaque)
+
+
+@_NOTHING
+async def test_a_tool_result_s_context_that_says_nothing_is_none(
+    content: object, autojump_clock: trio.testing.MockClock
+) -> None:
+    """R9.4, R6.6: a ``tools/execute`` wrapper's result carrying a context that says nothing
+    shows no context and the turn completes, as a decision's blank context is none; the
+    loop injects a result's context through the verb that refuses empty content."""
+
+    async def blank(execution: object, proceed: Any) -> Any:
+        result = await proceed()
+        return attrs.evolve(result, additional_context=HookContext(content))  # type: ignore[arg-type]
+
+    model = ScriptedModel([CallTools([ToolCallSpec("lookup", "{}", id="c1")]), Reply("done")])
+    async with runtime(model, tools=[lookup]) as rt:
+        agent = await rt.create_agent("a", OPTIONS)
+        rt.hooks.on("tools/execute", blank, agent=agent)
+        result = await agent.ask("go")
+        assert result.reason.kind == "completed", result
+        assert [e.type for e in agent.session.events if e.type == "context/message"] == []
+    blank_context = HookContext(content)  # type: ignore[arg-type]
+    assert (
+        ToolExecutionResult("c1", "ok", additional_context=blank_context).additional_context is None
+    )

@@ -20,6 +20,7 @@ from retinue._content import (
     ToolResultBlock,
     as_content,
     refuse_blocks,
+    says_nothing,
     wrong_type,
 )
 from retinue._errors import InvalidJsonError, RetinueError, describe_failure, leaf_error
@@ -160,7 +161,8 @@ class ToolExecutionResult:
     meta: JsonValue = None
     """Lossless JSON recorded with the result, not shown to the model."""
     additional_context: HookContext | None = None
-    """Context from post-execute for the loop to inject after the results (R9.4)."""
+    """Context from post-execute for the loop to inject after the results (R9.4); one that
+    says nothing (no block, or only text of whitespace) is taken as none, as a decision's is."""
 
     # Written by hand, converting as attrs would (content, then meta): one is built
     # for every call, mostly without meta, which needs no freezing then.
@@ -180,6 +182,8 @@ class ToolExecutionResult:
         set_is_error(self, is_error)
         set_error(self, error)
         set_meta(self, None if meta is None else freeze_json(meta, "meta"))
+        if type(additional_context) is HookContext and says_nothing(additional_context.content):
+            additional_context = None  # shown, an empty <context> block saying nothing
         set_context(self, additional_context)
 
 
