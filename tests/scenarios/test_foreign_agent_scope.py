@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -139,3 +140,19 @@ async def test_scoping_to_the_name_labelling_a_live_agents_id_is_refused(
         await named.dispose()
         await writer.dispose()
         register(rt, "writer", heard)
+
+
+@pytest.mark.parametrize("what", sorted(REGISTER))
+async def test_a_name_no_id_can_be_that_labels_a_live_agent_is_refused_as_a_label(
+    autojump_clock: trio.testing.MockClock, what: str
+) -> None:
+    """R6.5, R11.12: ``".."`` is no id, but it labels ``..-session-<uuid4>``: passed for an
+    id while that agent lives, the refusal names the agent it labels."""
+    async with runtime(ScriptedModel(ECHO * 2), tools=[echo]) as rt:
+        dots = await rt.create_agent("..", OPTIONS)
+        match = rf"^agent='..' is the name labelling live agent '{re.escape(dots.id)}'"
+        with pytest.raises(ValueError, match=match):
+            REGISTER[what](rt, "..", [])
+        await dots.dispose()
+        with pytest.raises(ValueError, match=r"names no agent: it is a relative path"):
+            REGISTER[what](rt, "..", [])

@@ -135,7 +135,7 @@ class HookBus:
                 and is no live agent's id itself, so nothing would hear it.
             AgentDisposedError: *agent* is a disposed handle.
         """
-        scope = agent_scope(agent, None if self._bus_of is None else self._elsewhere)
+        # The label first: a name no id can be ("..") may still label live agents' ids.
         if isinstance(agent, str) and self._id_labelled is not None:
             labelled = self._id_labelled(agent)
             if labelled is not None:
@@ -143,7 +143,7 @@ class HookBus:
                     f"agent={agent!r} is the name labelling live agent {labelled!r}, not an "
                     "agent id: pass the agent's handle or its id"
                 )
-        return scope
+        return agent_scope(agent, None if self._bus_of is None else self._elsewhere)
 
     def _elsewhere(self, handle: object) -> bool:
         """Whether *handle*'s agent dispatches on another bus (another runtime's)."""

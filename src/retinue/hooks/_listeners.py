@@ -94,9 +94,9 @@ def agent_scope(
     it, would hear an agent of the same id here instead, and would outlive its
     teardown. An id is taken as it is: it names an agent wherever it is used.
     A string no session id can be (empty, or holding a control character, say) is
-    refused: no agent has it (R11.12), so nothing scoped to it would ever be heard. A *query* (of the listeners scoped, say) registers
-    nothing: it takes the empty string and a disposed handle. Errors name the
-    caller's *argument*.
+    refused: no agent has it (R11.12), so nothing scoped to it would ever be heard.
+    A *query* (of the listeners scoped, say) registers nothing: it takes the empty
+    string and a disposed handle. Errors name the caller's *argument*.
 
     Raises:
         TypeError: *agent* is none of those.
