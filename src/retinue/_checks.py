@@ -1,12 +1,21 @@
-"""The checks of settings: a finite number (seconds), a positive count, a collection of items."""
+"""The checks of settings: a finite number (seconds), a positive count, a collection of items,
+a path a file can have."""
 
 from __future__ import annotations
 
 import inspect
 import math
+import os
+import sys
 from collections.abc import Iterable, Mapping
 
-__all__ = ["collection_error", "finite_number_error", "needs_an_instance", "positive_int_error"]
+__all__ = [
+    "collection_error",
+    "finite_number_error",
+    "needs_an_instance",
+    "positive_int_error",
+    "unnamable_path",
+]
 
 
 def finite_number_error(
@@ -61,3 +70,22 @@ def needs_an_instance(value: object, *methods: str) -> bool:
     if not isinstance(value, type):
         return False
     return any(inspect.isfunction(inspect.getattr_static(value, name, None)) for name in methods)
+
+
+def unnamable_path(text: str) -> str | None:
+    """Why no file can have the path *text* (``"contains a NUL character, ..."``), or None.
+
+    A NUL character, or a character the file system's encoding cannot write (a lone
+    surrogate no bytes decoded with ``surrogateescape`` gave): the OS layer refuses
+    either with a bare ``ValueError`` or ``UnicodeEncodeError`` that names no setting.
+    """
+    if "\0" in text:
+        return "contains a NUL character, which no file name can hold"
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError as exc:
+        return (
+            f"holds {text[exc.start]!r} at position {exc.start}, which the file system's "
+            f"encoding ({sys.getfilesystemencoding()}) cannot write"
+        )
+    return None

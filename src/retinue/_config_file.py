@@ -12,6 +12,7 @@ import re
 import tomllib
 from typing import Any
 
+from retinue._checks import unnamable_path
 from retinue._errors import ConfigError
 from retinue._lossless import shown_short
 
@@ -27,15 +28,9 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     where = os.fsdecode(path)  # a path-like may give bytes
     if not where:  # an unset variable, say: the message would name no file at all
         raise ConfigError("cannot read configuration: the path is empty")
-    if "\0" in where:  # open() would raise a bare ValueError: no file has such a name
-        raise ConfigError(f"cannot read configuration {where!r}: the path contains a NUL")
-    try:
-        os.fsencode(where)
-    except UnicodeEncodeError as exc:  # a lone surrogate no bytes decoded to: as for a NUL
-        raise ConfigError(
-            f"cannot read configuration {where!r}: the path holds {where[exc.start]!r}, "
-            "which the file system's encoding cannot write"
-        ) from exc
+    problem = unnamable_path(where)
+    if problem is not None:  # open() would raise a bare ValueError or UnicodeEncodeError
+        raise ConfigError(f"cannot read configuration {where!r}: the path {problem}")
     data = _bounded_bytes(path, where)
     if data.startswith(codecs.BOM_UTF8):
         # Some editors save one; the TOML reader would report an invalid statement at 1:1.

@@ -4,6 +4,7 @@ cannot be read (SPEC 13; R13.1, R13.2, R13.3)."""
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 import uuid
 from pathlib import Path
@@ -227,7 +228,8 @@ def test_load_config_reports_a_path_with_a_nul_as_a_config_error() -> None:
     with pytest.raises(retinue.ConfigError) as raised:
         load_config("retinue\0.toml")
     assert raised.value.message == (
-        "cannot read configuration 'retinue\\x00.toml': the path contains a NUL"
+        "cannot read configuration 'retinue\\x00.toml': the path contains a NUL character, "
+        "which no file name can hold"
     )
 
 
@@ -237,8 +239,9 @@ def test_load_config_reports_a_path_holding_a_lone_surrogate_as_a_config_error()
     with pytest.raises(retinue.ConfigError) as raised:
         load_config("retinue\ud800.toml")
     assert raised.value.message == (
-        "cannot read configuration 'retinue\\ud800.toml': the path holds '\\ud800', "
-        "which the file system's encoding cannot write"
+        "cannot read configuration 'retinue\\ud800.toml': the path holds '\\ud800' at "
+        f"position 7, which the file system's encoding ({sys.getfilesystemencoding()}) "
+        "cannot write"
     )
 
 

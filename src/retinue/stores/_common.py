@@ -12,6 +12,7 @@ from typing import AnyStr, TypeVar
 
 import trio
 
+from retinue._checks import unnamable_path
 from retinue._errors import ConfigError, CorruptSessionError, StoreError
 from retinue.session import FORMAT_VERSION, SessionHeader, load_header
 from retinue.session._codec import LongIntError, loads_line
@@ -64,19 +65,9 @@ def refuse_unnamable(path: str | os.PathLike[str], *, what: str) -> None:
         ConfigError: ``INVALID_STORE_PATH``, naming *what*, the path and the character.
     """
     text = os.fsdecode(path)
-    if "\0" in text:
-        raise ConfigError(
-            f"{what} {text!r} contains a NUL character, which no file name can hold",
-            code="INVALID_STORE_PATH",
-        )
-    try:
-        os.fsencode(text)
-    except UnicodeEncodeError as exc:
-        raise ConfigError(
-            f"{what} {text!r} holds {text[exc.start]!r} at position {exc.start}, which the "
-            f"file system's encoding ({sys.getfilesystemencoding()}) cannot write",
-            code="INVALID_STORE_PATH",
-        ) from exc
+    problem = unnamable_path(text)
+    if problem is not None:
+        raise ConfigError(f"{what} {text!r} {problem}", code="INVALID_STORE_PATH")
 
 
 def check_cancelled() -> None:
