@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -38,6 +40,19 @@ async def _live_session(store: PostgresStore) -> Session:
     return live
 
 
+async def _cancelled_once_silent(
+    forwarder: Forwarder, nursery: trio.Nursery, call: Callable[[], Awaitable[object]]
+) -> None:
+    """Silence the server, run *call* and cancel it after a moment: it must return within
+    seconds (the connections are cut for good later, by *nursery*'s task)."""
+    forwarder.muted.set()
+    nursery.start_soon(cut_after, forwarder, _CUT_SECONDS)
+    started = time.monotonic()
+    with trio.move_on_after(_CANCELLED_AFTER):
+        await call()
+    assert time.monotonic() - started < _RETURNED_WITHIN
+
+
 async def test_postgres_a_cancelled_claim_of_a_new_id_leaves_a_silent_server_within_seconds(
     postgres_schema: tuple[str, str],
 ) -> None:
@@ -52,12 +67,7 @@ async def test_postgres_a_cancelled_claim_of_a_new_id_leaves_a_silent_server_wit
                 store.attach_new(session)
                 run_turn(session)
                 await store.flush(session)
-                forwarder.muted.set()
-                nursery.start_soon(cut_after, forwarder, _CUT_SECONDS)
-                started = time.monotonic()
-                with trio.move_on_after(_CANCELLED_AFTER):
-                    await store.claim_new("new")
-                assert time.monotonic() - started < _RETURNED_WITHIN
+                await _cancelled_once_silent(forwarder, nursery, partial(store.claim_new, "new"))
                 assert not backend_of(store)._claims.holds("new")
                 assert "new" not in store._claimed_new
                 await trio.to_thread.run_sync(forwarder.close)
@@ -80,12 +90,7 @@ async def test_postgres_a_cancelled_load_leaves_a_silent_server_within_seconds(
             async with PostgresStore(forwarder.dsn, schema=schema) as store:
                 assert await store.exists("stored")  # pools a reader connection
                 locker = backend_of(store)._claims._locker
-                forwarder.muted.set()
-                nursery.start_soon(cut_after, forwarder, _CUT_SECONDS)
-                started = time.monotonic()
-                with trio.move_on_after(_CANCELLED_AFTER):
-                    await store.load("stored")
-                assert time.monotonic() - started < _RETURNED_WITHIN
+                await _cancelled_once_silent(forwarder, nursery, partial(store.load, "stored"))
                 assert not backend_of(store)._claims.holds("stored")
                 assert backend_of(store)._claims._locker is locker
                 assert locker is not None
